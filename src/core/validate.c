@@ -1,0 +1,533 @@
+/* Argument validation for every op (SPEC section 9): runs before any backend writes anything,
+ * and names the offending argument and the expected value in the context's error message. */
+#include "gdn_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define M_F32 (1u << GDN_F32)
+#define M_BF16 (1u << GDN_BF16)
+#define M_F16 (1u << GDN_F16)
+#define M_FLOAT (M_F32 | M_BF16 | M_F16)
+#define M_INDEX ((1u << GDN_I32) | (1u << GDN_I64))
+#define M_FLAG ((1u << GDN_U8) | (1u << GDN_I32))
+
+/* The entry point being validated, for messages. */
+typedef struct vctx {
+    gdn_context *ctx;
+    const char *fn;
+} vctx;
+
+#define FAIL(v, st, ...) gdn_fail((v)->ctx, (st), (v)->fn, __VA_ARGS__)
+#define TRY(expr)                                                                                  \
+    do {                                                                                           \
+        gdn_status st_ = (expr);                                                                   \
+        if (st_ != GDN_OK)                                                                         \
+            return st_;                                                                            \
+    } while (0)
+
+static const char *mask_names(unsigned mask)
+{
+    if (mask == M_FLOAT) return "f32, bf16 or f16";
+    if (mask == (M_F32 | M_BF16)) return "f32 or bf16";
+    if (mask == M_INDEX) return "i32 or i64";
+    if (mask == M_FLAG) return "u8 or i32";
+    return "another dtype";
+}
+
+static bool present(const gdn_tensor *t) { return t && t->data; }
+
+/* Rank, dtype, non-negative extents and strides, and (for activations) a contiguous last dim. */
+static gdn_status check_tensor(const vctx *v, const char *name, const gdn_tensor *t, int min_rank,
+                               int max_rank, unsigned dtypes, bool last_contiguous)
+{
+    if (!present(t))
+        return FAIL(v, GDN_ERR_NULL, "%s is absent (data NULL), expected a tensor", name);
+    if (t->ndim < min_rank || t->ndim > max_rank) {
+        if (min_rank == max_rank)
+            return FAIL(v, GDN_ERR_SHAPE, "%s.ndim is %d, expected %d", name, (int)t->ndim,
+                        min_rank);
+        return FAIL(v, GDN_ERR_SHAPE, "%s.ndim is %d, expected %d to %d", name, (int)t->ndim,
+                    min_rank, max_rank);
+    }
+    if ((unsigned)t->dtype > GDN_U8 || !(dtypes & (1u << t->dtype)))
+        return FAIL(v, GDN_ERR_DTYPE, "%s.dtype is %s, expected %s", name,
+                    gdn_dtype_name(t->dtype), mask_names(dtypes));
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->shape[d] < 0)
+            return FAIL(v, GDN_ERR_SHAPE, "%s.shape[%d] is %lld, expected >= 0", name, d,
+                        (long long)t->shape[d]);
+        if (t->stride[d] < 0)
+            return FAIL(v, GDN_ERR_STRIDE, "%s.stride[%d] is %lld, expected >= 0", name, d,
+                        (long long)t->stride[d]);
+    }
+    int last = t->ndim - 1;
+    if (last_contiguous && t->shape[last] > 1 && t->stride[last] != 1)
+        return FAIL(v, GDN_ERR_STRIDE,
+                    "%s.stride[%d] is %lld, expected 1 (the last dimension must be contiguous)",
+                    name, last, (long long)t->stride[last]);
+    return GDN_OK;
+}
+
+static gdn_status check_dim(const vctx *v, const char *name, const gdn_tensor *t, int d,
+                            int64_t expected, const char *what)
+{
+    if (t->shape[d] != expected)
+        return FAIL(v, GDN_ERR_SHAPE, "%s.shape[%d] is %lld, expected %lld (%s)", name, d,
+                    (long long)t->shape[d], (long long)expected, what);
+    return GDN_OK;
+}
+
+static gdn_status check_positive(const vctx *v, const char *name, const gdn_tensor *t, int d,
+                                 const char *what)
+{
+    if (t->shape[d] < 1)
+        return FAIL(v, GDN_ERR_SHAPE, "%s.shape[%d] (%s) is %lld, expected >= 1", name, d, what,
+                    (long long)t->shape[d]);
+    return GDN_OK;
+}
+
+static gdn_status check_same_shape(const vctx *v, const char *name, const gdn_tensor *t,
+                                   const char *ref_name, const gdn_tensor *ref)
+{
+    if (t->ndim != ref->ndim)
+        return FAIL(v, GDN_ERR_SHAPE, "%s.ndim is %d, expected %d (%s.ndim)", name, (int)t->ndim,
+                    (int)ref->ndim, ref_name);
+    for (int d = 0; d < t->ndim; d++)
+        if (t->shape[d] != ref->shape[d])
+            return FAIL(v, GDN_ERR_SHAPE, "%s.shape[%d] is %lld, expected %lld (%s.shape[%d])",
+                        name, d, (long long)t->shape[d], (long long)ref->shape[d], ref_name, d);
+    return GDN_OK;
+}
+
+static gdn_status check_same_dtype(const vctx *v, const char *name, const gdn_tensor *t,
+                                   const char *ref_name, const gdn_tensor *ref)
+{
+    if (t->dtype != ref->dtype)
+        return FAIL(v, GDN_ERR_DTYPE, "%s.dtype is %s, expected %s (%s.dtype)", name,
+                    gdn_dtype_name(t->dtype), gdn_dtype_name(ref->dtype), ref_name);
+    return GDN_OK;
+}
+
+/* An output may share memory with an input only as the very same view (in-place op). */
+static gdn_status check_alias(const vctx *v, const char *out_name, const gdn_tensor *out,
+                              const char *in_name, const gdn_tensor *in)
+{
+    if (!present(in) || out->data != in->data)
+        return GDN_OK;
+    if (out->dtype != in->dtype)
+        return FAIL(v, GDN_ERR_DTYPE, "%s aliases %s with dtype %s, expected %s (in place)",
+                    out_name, in_name, gdn_dtype_name(out->dtype), gdn_dtype_name(in->dtype));
+    for (int d = 0; d < out->ndim; d++)
+        if (out->stride[d] != in->stride[d])
+            return FAIL(v, GDN_ERR_STRIDE,
+                        "%s aliases %s with stride[%d] %lld, expected %lld (in place)", out_name,
+                        in_name, d, (long long)out->stride[d], (long long)in->stride[d]);
+    return GDN_OK;
+}
+
+static gdn_status check_finite(const vctx *v, const char *name, float x, bool allow_negative)
+{
+    if (!isfinite(x) || (!allow_negative && x < 0.0f))
+        return FAIL(v, GDN_ERR_VALUE, "%s is %g, expected a finite number%s", name, (double)x,
+                    allow_negative ? "" : " >= 0");
+    return GDN_OK;
+}
+
+static gdn_status check_activation(const vctx *v, gdn_activation act)
+{
+    if ((unsigned)act > GDN_ACT_NONE)
+        return FAIL(v, GDN_ERR_VALUE,
+                    "activation is %d, expected GDN_ACT_SILU (0) or GDN_ACT_NONE (1)", (int)act);
+    return GDN_OK;
+}
+
+/* Are index tensors host memory we may read during validation? */
+static bool host_indices(const gdn_context *ctx) { return ctx->ops->id != GDN_BACKEND_CUDA; }
+
+/* cu_seqlens: N+1 offsets from 0 to T, non-decreasing. */
+static gdn_status check_cu_seqlens(const vctx *v, const gdn_tensor *cu, int64_t T, bool host,
+                                   int64_t *max_len)
+{
+    TRY(check_tensor(v, "cu_seqlens", cu, 1, 1, M_INDEX, false));
+    int64_t n1 = cu->shape[0];
+    if (n1 < 2)
+        return FAIL(v, GDN_ERR_SHAPE, "cu_seqlens.shape[0] is %lld, expected >= 2 (N+1 offsets)",
+                    (long long)n1);
+    *max_len = T;
+    if (!host)
+        return GDN_OK;
+    if (gdn_index_at(cu, 0) != 0)
+        return FAIL(v, GDN_ERR_VALUE, "cu_seqlens[0] is %lld, expected 0",
+                    (long long)gdn_index_at(cu, 0));
+    int64_t longest = 0;
+    for (int64_t i = 1; i < n1; i++) {
+        int64_t prev = gdn_index_at(cu, i - 1), cur = gdn_index_at(cu, i);
+        if (cur < prev)
+            return FAIL(v, GDN_ERR_VALUE,
+                        "cu_seqlens[%lld] is %lld, expected >= cu_seqlens[%lld] = %lld "
+                        "(non-decreasing)", (long long)i, (long long)cur, (long long)(i - 1),
+                        (long long)prev);
+        if (cur - prev > longest)
+            longest = cur - prev;
+    }
+    if (gdn_index_at(cu, n1 - 1) != T)
+        return FAIL(v, GDN_ERR_VALUE, "cu_seqlens[%lld] is %lld, expected %lld (total tokens)",
+                    (long long)(n1 - 1), (long long)gdn_index_at(cu, n1 - 1), (long long)T);
+    *max_len = longest;
+    return GDN_OK;
+}
+
+/* Slots in [.., S): negative ones are padding; non-negative ones must be distinct, since two
+ * sequences writing one slot would race. */
+static gdn_status check_slots(const vctx *v, const gdn_tensor *slots, int64_t N, int64_t S,
+                              bool host)
+{
+    TRY(check_tensor(v, "state_slots", slots, 1, 1, M_INDEX, false));
+    TRY(check_dim(v, "state_slots", slots, 0, N, "one slot per sequence"));
+    if (!host)
+        return GDN_OK;
+    for (int64_t i = 0; i < N; i++) {
+        int64_t s = gdn_index_at(slots, i);
+        if (s >= S)
+            return FAIL(v, GDN_ERR_VALUE,
+                        "state_slots[%lld] is %lld, expected < %lld (slots in the pool) or < 0 "
+                        "(skip)", (long long)i, (long long)s, (long long)S);
+    }
+    for (int64_t i = 0; i < N; i++) {
+        int64_t s = gdn_index_at(slots, i);
+        if (s < 0)
+            continue;
+        for (int64_t j = i + 1; j < N; j++)
+            if (gdn_index_at(slots, j) == s)
+                return FAIL(v, GDN_ERR_VALUE,
+                            "state_slots[%lld] and state_slots[%lld] are both %lld, expected "
+                            "distinct slots", (long long)i, (long long)j, (long long)s);
+    }
+    return GDN_OK;
+}
+
+/* Splits a batch into sequences and checks the pool indirection. `pool` names the pool
+ * argument for messages; S is its slot count (0 when absent). */
+static gdn_status resolve_seqs(const vctx *v, int64_t B, int64_t T, const gdn_tensor *cu,
+                               const gdn_tensor *slots, const gdn_tensor *has_init,
+                               const char *pool, bool has_pool, int64_t S, gdn_seqs *seqs,
+                               int64_t *max_len)
+{
+    bool host = host_indices(v->ctx);
+    memset(seqs, 0, sizeof *seqs);
+    seqs->T = T;
+    if (present(cu)) {
+        if (B != 1)
+            return FAIL(v, GDN_ERR_SHAPE, "batch is %lld with cu_seqlens, expected 1 (varlen "
+                        "tokens are packed into one row)", (long long)B);
+        TRY(check_cu_seqlens(v, cu, T, host, max_len));
+        seqs->cu_seqlens = cu;
+        seqs->count = cu->shape[0] - 1;
+    } else {
+        seqs->count = B;
+        *max_len = T;
+    }
+    int64_t N = seqs->count;
+    if (present(slots)) {
+        if (!has_pool)
+            return FAIL(v, GDN_ERR_VALUE, "state_slots is given but %s is absent, expected both",
+                        pool);
+        TRY(check_slots(v, slots, N, S, host));
+        seqs->slots = slots;
+    } else if (has_pool && N > S) {
+        return FAIL(v, GDN_ERR_SHAPE,
+                    "%s.shape[0] is %lld, expected >= %lld (one slot per sequence when "
+                    "state_slots is absent)", pool, (long long)S, (long long)N);
+    }
+    if (present(has_init)) {
+        if (!has_pool)
+            return FAIL(v, GDN_ERR_VALUE,
+                        "has_initial_state is given but %s is absent, expected both", pool);
+        TRY(check_tensor(v, "has_initial_state", has_init, 1, 1, M_FLAG, false));
+        TRY(check_dim(v, "has_initial_state", has_init, 0, N, "one flag per sequence"));
+        seqs->has_init = has_init;
+    }
+    return GDN_OK;
+}
+
+/* ---- conv1d -------------------------------------------------------------------------------- */
+
+static gdn_status check_conv_weights(const vctx *v, const gdn_tensor *weight,
+                                     const gdn_tensor *bias, int64_t C, int64_t *W)
+{
+    TRY(check_tensor(v, "weight", weight, 2, 2, M_FLOAT, true));
+    TRY(check_dim(v, "weight", weight, 0, C, "channels C = x.shape[-1]"));
+    *W = weight->shape[1];
+    if (*W < 2 || *W > GDN_CONV_MAX_WIDTH)
+        return FAIL(v, GDN_ERR_SHAPE, "weight.shape[1] (width W) is %lld, expected 2 to %d",
+                    (long long)*W, GDN_CONV_MAX_WIDTH);
+    if (present(bias)) {
+        TRY(check_tensor(v, "bias", bias, 1, 1, M_FLOAT, false));
+        TRY(check_dim(v, "bias", bias, 0, C, "channels C"));
+    }
+    return GDN_OK;
+}
+
+static gdn_status check_conv_state(const vctx *v, const gdn_tensor *st, int64_t C, int64_t W)
+{
+    TRY(check_tensor(v, "conv_state", st, 3, 3, M_FLOAT, false));
+    TRY(check_dim(v, "conv_state", st, 1, C, "channels C"));
+    TRY(check_dim(v, "conv_state", st, 2, W - 1, "kernel width W - 1"));
+    return GDN_OK;
+}
+
+gdn_status gdn_validate_conv1d(gdn_context *ctx, const gdn_conv1d_args *a, gdn_conv1d_problem *p)
+{
+    vctx v = {ctx, "gdn_conv1d"};
+    if (!a)
+        return FAIL(&v, GDN_ERR_NULL, "args is NULL, expected a gdn_conv1d_args");
+    memset(p, 0, sizeof *p);
+    p->a = *a;
+    a = &p->a;
+    TRY(check_tensor(&v, "x", &a->x, 3, 3, M_FLOAT, true));
+    p->C = a->x.shape[2];
+    TRY(check_positive(&v, "x", &a->x, 2, "channels C"));
+    TRY(check_conv_weights(&v, &a->weight, &a->bias, p->C, &p->W));
+    TRY(check_tensor(&v, "out", &a->out, 3, 3, M_FLOAT, true));
+    TRY(check_same_shape(&v, "out", &a->out, "x", &a->x));
+    TRY(check_alias(&v, "out", &a->out, "x", &a->x));
+    TRY(check_activation(&v, a->activation));
+    p->has_state = present(&a->conv_state);
+    int64_t S = 0, max_len;
+    if (p->has_state) {
+        TRY(check_conv_state(&v, &a->conv_state, p->C, p->W));
+        S = a->conv_state.shape[0];
+    }
+    return resolve_seqs(&v, a->x.shape[0], a->x.shape[1], &a->cu_seqlens, &a->state_slots,
+                        &a->has_initial_state, "conv_state", p->has_state, S, &p->seqs, &max_len);
+}
+
+gdn_status gdn_validate_conv1d_update(gdn_context *ctx, const gdn_conv1d_update_args *a,
+                                      gdn_conv1d_update_problem *p)
+{
+    vctx v = {ctx, "gdn_conv1d_update"};
+    if (!a)
+        return FAIL(&v, GDN_ERR_NULL, "args is NULL, expected a gdn_conv1d_update_args");
+    memset(p, 0, sizeof *p);
+    p->a = *a;
+    a = &p->a;
+    TRY(check_tensor(&v, "x", &a->x, 2, 2, M_FLOAT, true));
+    p->C = a->x.shape[1];
+    TRY(check_positive(&v, "x", &a->x, 1, "channels C"));
+    TRY(check_conv_weights(&v, &a->weight, &a->bias, p->C, &p->W));
+    TRY(check_tensor(&v, "out", &a->out, 2, 2, M_FLOAT, true));
+    TRY(check_same_shape(&v, "out", &a->out, "x", &a->x));
+    TRY(check_alias(&v, "out", &a->out, "x", &a->x));
+    TRY(check_activation(&v, a->activation));
+    TRY(check_conv_state(&v, &a->conv_state, p->C, p->W));
+    int64_t max_len;
+    return resolve_seqs(&v, a->x.shape[0], 1, NULL, &a->state_slots, NULL, "conv_state", true,
+                        a->conv_state.shape[0], &p->seqs, &max_len);
+}
+
+/* ---- gating -------------------------------------------------------------------------------- */
+
+static gdn_status check_gating_params(const vctx *v, const gdn_gating_params *gp, int64_t HV,
+                                      const char *prefix)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%sA", prefix);
+    TRY(check_tensor(v, name, &gp->A, 1, 1, M_FLOAT, false));
+    TRY(check_dim(v, name, &gp->A, 0, HV, "value heads HV"));
+    if (present(&gp->dt_bias)) {
+        snprintf(name, sizeof name, "%sdt_bias", prefix);
+        TRY(check_tensor(v, name, &gp->dt_bias, 1, 1, M_FLOAT, false));
+        TRY(check_dim(v, name, &gp->dt_bias, 0, HV, "value heads HV"));
+    }
+    if ((unsigned)gp->a_form > GDN_A_NEG_EXP)
+        return FAIL(v, GDN_ERR_VALUE, "%sa_form is %d, expected GDN_A_LOG (0) or GDN_A_NEG_EXP "
+                    "(1)", prefix, (int)gp->a_form);
+    if (!isfinite(gp->softplus_threshold) || gp->softplus_threshold <= 0.0f)
+        return FAIL(v, GDN_ERR_VALUE, "%ssoftplus_threshold is %g, expected a finite number > 0 "
+                    "(default 20)", prefix, (double)gp->softplus_threshold);
+    return GDN_OK;
+}
+
+gdn_status gdn_validate_gating(gdn_context *ctx, const gdn_tensor *a, const gdn_tensor *b,
+                               const gdn_gating_params *params, const gdn_tensor *g_out,
+                               const gdn_tensor *beta_out, gdn_gating_problem *p)
+{
+    vctx v = {ctx, "gdn_gating"};
+    memset(p, 0, sizeof *p);
+    if (!params)
+        return FAIL(&v, GDN_ERR_NULL, "params is NULL, expected a gdn_gating_params");
+    TRY(check_tensor(&v, "a", a, 1, GDN_MAX_DIMS, M_FLOAT, true));
+    int last = a->ndim - 1;
+    p->HV = a->shape[last];
+    TRY(check_positive(&v, "a", a, last, "value heads HV"));
+    TRY(check_tensor(&v, "g_out", g_out, 1, GDN_MAX_DIMS, M_FLOAT, true));
+    TRY(check_same_shape(&v, "g_out", g_out, "a", a));
+    TRY(check_alias(&v, "g_out", g_out, "a", a));
+    if (present(b) != present(beta_out))
+        return FAIL(&v, GDN_ERR_NULL, "%s is absent but %s is given, expected both or neither",
+                    present(b) ? "beta_out" : "b", present(b) ? "b" : "beta_out");
+    if (present(b)) {
+        TRY(check_tensor(&v, "b", b, 1, GDN_MAX_DIMS, M_FLOAT, true));
+        TRY(check_same_shape(&v, "b", b, "a", a));
+        TRY(check_tensor(&v, "beta_out", beta_out, 1, GDN_MAX_DIMS, M_FLOAT, true));
+        TRY(check_same_shape(&v, "beta_out", beta_out, "a", a));
+        TRY(check_alias(&v, "beta_out", beta_out, "b", b));
+        TRY(check_alias(&v, "beta_out", beta_out, "a", a));
+        TRY(check_alias(&v, "g_out", g_out, "b", b));
+        p->b = *b;
+        p->beta_out = *beta_out;
+    }
+    TRY(check_gating_params(&v, params, p->HV, "params."));
+    p->a = *a;
+    p->g_out = *g_out;
+    p->p = *params;
+    p->rows = gdn_row_count(a);
+    return GDN_OK;
+}
+
+/* ---- norms --------------------------------------------------------------------------------- */
+
+gdn_status gdn_validate_l2norm(gdn_context *ctx, const gdn_tensor *x, const gdn_tensor *out,
+                               float eps, gdn_l2norm_problem *p)
+{
+    vctx v = {ctx, "gdn_l2norm"};
+    memset(p, 0, sizeof *p);
+    TRY(check_tensor(&v, "x", x, 1, GDN_MAX_DIMS, M_FLOAT, true));
+    TRY(check_positive(&v, "x", x, x->ndim - 1, "normalised dimension"));
+    TRY(check_tensor(&v, "out", out, 1, GDN_MAX_DIMS, M_FLOAT, true));
+    TRY(check_same_shape(&v, "out", out, "x", x));
+    TRY(check_alias(&v, "out", out, "x", x));
+    TRY(check_finite(&v, "eps", eps, false));
+    p->x = *x;
+    p->out = *out;
+    p->rows = gdn_row_count(x);
+    p->D = x->shape[x->ndim - 1];
+    p->eps = eps;
+    return GDN_OK;
+}
+
+gdn_status gdn_validate_rmsnorm(gdn_context *ctx, const gdn_rmsnorm_args *a,
+                                gdn_rmsnorm_problem *p)
+{
+    vctx v = {ctx, "gdn_rmsnorm_gated"};
+    if (!a)
+        return FAIL(&v, GDN_ERR_NULL, "args is NULL, expected a gdn_rmsnorm_args");
+    memset(p, 0, sizeof *p);
+    p->a = *a;
+    a = &p->a;
+    TRY(check_tensor(&v, "x", &a->x, 1, GDN_MAX_DIMS, M_FLOAT, true));
+    int last = a->x.ndim - 1;
+    p->D = a->x.shape[last];
+    TRY(check_positive(&v, "x", &a->x, last, "normalised dimension"));
+    if (present(&a->z)) {
+        TRY(check_tensor(&v, "z", &a->z, 1, GDN_MAX_DIMS, M_FLOAT, true));
+        TRY(check_same_shape(&v, "z", &a->z, "x", &a->x));
+    }
+    if (present(&a->weight)) {
+        TRY(check_tensor(&v, "weight", &a->weight, 1, 1, M_FLOAT, false));
+        TRY(check_dim(&v, "weight", &a->weight, 0, p->D, "x.shape[-1]"));
+    }
+    TRY(check_tensor(&v, "out", &a->out, 1, GDN_MAX_DIMS, M_FLOAT, true));
+    TRY(check_same_shape(&v, "out", &a->out, "x", &a->x));
+    TRY(check_alias(&v, "out", &a->out, "x", &a->x));
+    TRY(check_alias(&v, "out", &a->out, "z", &a->z));
+    TRY(check_finite(&v, "eps", a->eps, false));
+    p->rows = gdn_row_count(&a->x);
+    return GDN_OK;
+}
+
+/* ---- delta rule ---------------------------------------------------------------------------- */
+
+static gdn_status check_delta_options(const vctx *v, const gdn_delta_rule_args *a)
+{
+    if ((unsigned)a->state_layout > GDN_STATE_VK)
+        return FAIL(v, GDN_ERR_VALUE,
+                    "state_layout is %d, expected GDN_STATE_KV (0) or GDN_STATE_VK (1)",
+                    (int)a->state_layout);
+    if ((unsigned)a->gva > GDN_GVA_TILED)
+        return FAIL(v, GDN_ERR_VALUE, "gva is %d, expected GDN_GVA_BLOCK (0) or GDN_GVA_TILED (1)",
+                    (int)a->gva);
+    if ((unsigned)a->algorithm > GDN_ALGO_CHUNKED)
+        return FAIL(v, GDN_ERR_VALUE, "algorithm is %d, expected GDN_ALGO_AUTO (0), "
+                    "GDN_ALGO_RECURRENT (1) or GDN_ALGO_CHUNKED (2)", (int)a->algorithm);
+    int c = a->chunk_size;
+    if (c != 0 && c != 16 && c != 32 && c != 64 && c != 128)
+        return FAIL(v, GDN_ERR_VALUE, "chunk_size is %d, expected 16, 32, 64 or 128 (0 = 64)", c);
+    return check_finite(v, "scale", a->scale, true);
+}
+
+static gdn_status check_delta_state(const vctx *v, const gdn_delta_rule_args *a, int64_t HV,
+                                    int64_t K, int64_t V)
+{
+    const gdn_tensor *s = &a->state;
+    TRY(check_tensor(v, "state", s, 4, 4, M_F32 | M_BF16, false));
+    TRY(check_dim(v, "state", s, 1, HV, "value heads HV"));
+    bool kv = a->state_layout == GDN_STATE_KV;
+    TRY(check_dim(v, "state", s, 2, kv ? K : V, kv ? "K, layout KV" : "V, layout VK"));
+    TRY(check_dim(v, "state", s, 3, kv ? V : K, kv ? "V, layout KV" : "K, layout VK"));
+    return GDN_OK;
+}
+
+/* g and beta: one scalar per (batch, token, value head). */
+static gdn_status check_per_token(const vctx *v, const char *name, const gdn_tensor *t,
+                                  const gdn_delta_rule_problem *p)
+{
+    TRY(check_tensor(v, name, t, 3, 3, M_FLOAT, true));
+    TRY(check_dim(v, name, t, 0, p->B, "batch B = q.shape[0]"));
+    TRY(check_dim(v, name, t, 1, p->T, "tokens T = q.shape[1]"));
+    TRY(check_dim(v, name, t, 2, p->HV, "value heads HV = v.shape[2]"));
+    return GDN_OK;
+}
+
+gdn_status gdn_validate_delta_rule(gdn_context *ctx, const gdn_delta_rule_args *a,
+                                   gdn_delta_rule_problem *p)
+{
+    vctx v = {ctx, "gdn_delta_rule"};
+    if (!a)
+        return FAIL(&v, GDN_ERR_NULL, "args is NULL, expected a gdn_delta_rule_args");
+    memset(p, 0, sizeof *p);
+    p->a = *a;
+    a = &p->a;
+    TRY(check_tensor(&v, "q", &a->q, 4, 4, M_FLOAT, true));
+    p->B = a->q.shape[0];
+    p->T = a->q.shape[1];
+    p->H = a->q.shape[2];
+    p->K = a->q.shape[3];
+    TRY(check_positive(&v, "q", &a->q, 2, "key heads H"));
+    TRY(check_positive(&v, "q", &a->q, 3, "key dim K"));
+    TRY(check_tensor(&v, "k", &a->k, 4, 4, M_FLOAT, true));
+    TRY(check_same_dtype(&v, "k", &a->k, "q", &a->q));
+    TRY(check_same_shape(&v, "k", &a->k, "q", &a->q));
+    TRY(check_tensor(&v, "v", &a->v, 4, 4, M_FLOAT, true));
+    TRY(check_same_dtype(&v, "v", &a->v, "q", &a->q));
+    TRY(check_dim(&v, "v", &a->v, 0, p->B, "batch B = q.shape[0]"));
+    TRY(check_dim(&v, "v", &a->v, 1, p->T, "tokens T = q.shape[1]"));
+    p->HV = a->v.shape[2];
+    p->V = a->v.shape[3];
+    TRY(check_positive(&v, "v", &a->v, 2, "value heads HV"));
+    TRY(check_positive(&v, "v", &a->v, 3, "value dim V"));
+    if (p->HV % p->H != 0)
+        return FAIL(&v, GDN_ERR_SHAPE, "v.shape[2] (HV) is %lld, expected a multiple of "
+                    "q.shape[2] (H = %lld)", (long long)p->HV, (long long)p->H);
+    p->ratio = p->HV / p->H;
+    if (present(&a->g) || a->gate_in_kernel)
+        TRY(check_per_token(&v, "g", &a->g, p));
+    TRY(check_per_token(&v, "beta", &a->beta, p));
+    TRY(check_tensor(&v, "out", &a->out, 4, 4, M_FLOAT, true));
+    TRY(check_same_shape(&v, "out", &a->out, "v", &a->v));
+    TRY(check_delta_options(&v, a));
+    if (a->gate_in_kernel)
+        TRY(check_gating_params(&v, &a->gating, p->HV, "gating."));
+    p->has_state = present(&a->state);
+    if (p->has_state) {
+        TRY(check_delta_state(&v, a, p->HV, p->K, p->V));
+        p->S = a->state.shape[0];
+    }
+    TRY(resolve_seqs(&v, p->B, p->T, &a->cu_seqlens, &a->state_slots, &a->has_initial_state,
+                     "state", p->has_state, p->S, &p->seqs, &p->max_len));
+    p->scale = a->scale != 0.0f ? (double)a->scale : 1.0 / sqrt((double)p->K);
+    p->chunk = a->chunk_size ? a->chunk_size : 64;
+    return GDN_OK;
+}

@@ -1,0 +1,3 @@
+#include "gdn.h"
+#include <stdio.h>
+int main(void) { printf("%s\n", gdn_version_string()); return 0; }
