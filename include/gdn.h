@@ -184,7 +184,8 @@ GDN_API int gdn_context_num_threads(const gdn_context *ctx);
 /* Sets the cudaStream_t later ops are enqueued on (ignored by host backends). */
 GDN_API gdn_status gdn_context_set_stream(gdn_context *ctx, void *stream);
 
-/* Scratch memory. Ops that need scratch report how much through their *_workspace_size query.
+/* Scratch memory. Of the ops, only gdn_delta_rule needs scratch; gdn_delta_rule_workspace_size
+ * says how much.
  * By default the context owns its scratch and grows it when an op needs more (the only
  * allocation an op may make; call gdn_context_reserve_workspace() once up front and no op call
  * ever allocates). gdn_context_set_workspace() hands the context caller-owned memory instead
@@ -304,7 +305,8 @@ GDN_API gdn_gating_params gdn_gating_default_params(void);
 
 /* a, b: [..., HV] (rank 1-4, last dim contiguous), f32/bf16/f16. g_out: same shape as a;
  * beta_out: same shape as b. b and beta_out are optional together (both or neither).
- * Outputs may alias their inputs exactly.
+ * Outputs may alias their inputs exactly (same data, dtype and strides); any other overlap is
+ * GDN_ERR_VALUE, as for every op.
  * Errors: GDN_ERR_NULL, GDN_ERR_DTYPE, GDN_ERR_SHAPE, GDN_ERR_STRIDE, GDN_ERR_VALUE. */
 GDN_API gdn_status gdn_gating(gdn_context *ctx, const gdn_tensor *a, const gdn_tensor *b,
                               const gdn_gating_params *params, const gdn_tensor *g_out,
@@ -378,7 +380,8 @@ typedef struct gdn_delta_rule_args {
                                      (absent: no decay). With gate_in_kernel: the raw `a`. */
     gdn_tensor beta;              /* [B, T, HV] f32/bf16/f16 write strength. With
                                      gate_in_kernel: the raw `b` logits. */
-    gdn_tensor out;               /* [B, T, HV, V] f32/bf16/f16, V contiguous */
+    gdn_tensor out;               /* [B, T, HV, V] f32/bf16/f16, V contiguous; must not overlap
+                                     q, k or v (GDN_ERR_VALUE) */
     gdn_tensor state;             /* pool [S, HV, K, V] (KV) or [S, HV, V, K] (VK), f32 or bf16;
                                      optional: absent = start from zeros, keep no final state */
     gdn_tensor state_slots;       /* [N] i32/i64, optional (needs state); <0 = skip sequence */

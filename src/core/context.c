@@ -117,10 +117,15 @@ int gdn_context_num_threads(const gdn_context *ctx)
     return ctx->ops->id == GDN_BACKEND_REF ? 1 : ctx->opts.num_threads;
 }
 
+static gdn_status null_ctx(const char *fn)
+{
+    return gdn_fail(NULL, GDN_ERR_NULL, fn, "ctx is NULL, expected a gdn_context");
+}
+
 gdn_status gdn_context_set_stream(gdn_context *ctx, void *stream)
 {
     if (!ctx)
-        return GDN_ERR_NULL;
+        return null_ctx("gdn_context_set_stream");
     ctx->opts.cuda_stream = stream;
     return GDN_OK;
 }
@@ -128,7 +133,7 @@ gdn_status gdn_context_set_stream(gdn_context *ctx, void *stream)
 gdn_status gdn_context_reserve_workspace(gdn_context *ctx, size_t bytes)
 {
     if (!ctx)
-        return GDN_ERR_NULL;
+        return null_ctx("gdn_context_reserve_workspace");
     void *unused;
     return gdn_workspace_acquire(ctx, "gdn_context_reserve_workspace", bytes, &unused);
 }
@@ -136,7 +141,7 @@ gdn_status gdn_context_reserve_workspace(gdn_context *ctx, size_t bytes)
 gdn_status gdn_context_set_workspace(gdn_context *ctx, void *workspace, size_t bytes)
 {
     if (!ctx)
-        return GDN_ERR_NULL;
+        return null_ctx("gdn_context_set_workspace");
     if (!workspace && bytes)
         return gdn_fail(ctx, GDN_ERR_NULL, "gdn_context_set_workspace",
                         "workspace is NULL with bytes = %zu, expected memory or bytes = 0", bytes);

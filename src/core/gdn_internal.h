@@ -132,8 +132,8 @@ gdn_status gdn_validate_l2norm(gdn_context *ctx, const gdn_tensor *x, const gdn_
                                float eps, gdn_l2norm_problem *p);
 gdn_status gdn_validate_rmsnorm(gdn_context *ctx, const gdn_rmsnorm_args *a,
                                 gdn_rmsnorm_problem *p);
-gdn_status gdn_validate_delta_rule(gdn_context *ctx, const gdn_delta_rule_args *a,
-                                   gdn_delta_rule_problem *p);
+gdn_status gdn_validate_delta_rule(gdn_context *ctx, const char *fn,
+                                   const gdn_delta_rule_args *a, gdn_delta_rule_problem *p);
 
 /* ---- Element access for host backends ------------------------------------------------------ */
 

@@ -117,7 +117,7 @@ gdn_status gdn_delta_rule_workspace_size(gdn_context *ctx, const gdn_delta_rule_
     if (!bytes)
         return gdn_fail(ctx, GDN_ERR_NULL, fn, "bytes is NULL, expected a size_t *");
     gdn_delta_rule_problem p;
-    TRY(gdn_validate_delta_rule(ctx, args, &p));
+    TRY(gdn_validate_delta_rule(ctx, fn, args, &p));
     *bytes = ctx->ops->delta_rule_workspace ? ctx->ops->delta_rule_workspace(ctx, &p) : 0;
     return GDN_OK;
 }
@@ -127,7 +127,7 @@ gdn_status gdn_delta_rule(gdn_context *ctx, const gdn_delta_rule_args *args)
     static const char *fn = "gdn_delta_rule";
     TRY(enter(ctx, fn, ctx && ctx->ops->delta_rule));
     gdn_delta_rule_problem p;
-    TRY(gdn_validate_delta_rule(ctx, args, &p));
+    TRY(gdn_validate_delta_rule(ctx, fn, args, &p));
     size_t need = ctx->ops->delta_rule_workspace ? ctx->ops->delta_rule_workspace(ctx, &p) : 0;
     void *ws = NULL;
     if (need)

@@ -110,12 +110,48 @@ static gdn_status check_same_dtype(const vctx *v, const char *name, const gdn_te
     return GDN_OK;
 }
 
+/* The bytes [lo, hi) a tensor's elements can touch (empty for an empty tensor). */
+static void byte_range(const gdn_tensor *t, uintptr_t *lo, uintptr_t *hi)
+{
+    int64_t last = 0;
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->shape[d] == 0) {
+            *lo = *hi = (uintptr_t)t->data;
+            return;
+        }
+        last += (t->shape[d] - 1) * t->stride[d];
+    }
+    size_t esz = gdn_dtype_size(t->dtype);
+    *lo = (uintptr_t)t->data;
+    *hi = *lo + (uintptr_t)((size_t)(last + 1) * esz);
+}
+
+static bool overlap(const gdn_tensor *a, const gdn_tensor *b)
+{
+    uintptr_t alo, ahi, blo, bhi;
+    byte_range(a, &alo, &ahi);
+    byte_range(b, &blo, &bhi);
+    return alo < bhi && blo < ahi;
+}
+
+/* An output and an input must not overlap (ops whose outputs are computed from many inputs). */
+static gdn_status check_disjoint(const vctx *v, const char *out_name, const gdn_tensor *out,
+                                 const char *in_name, const gdn_tensor *in)
+{
+    if (present(in) && overlap(out, in))
+        return FAIL(v, GDN_ERR_VALUE, "%s overlaps %s in memory, expected separate buffers",
+                    out_name, in_name);
+    return GDN_OK;
+}
+
 /* An output may share memory with an input only as the very same view (in-place op). */
 static gdn_status check_alias(const vctx *v, const char *out_name, const gdn_tensor *out,
                               const char *in_name, const gdn_tensor *in)
 {
-    if (!present(in) || out->data != in->data)
+    if (!present(in))
         return GDN_OK;
+    if (out->data != in->data)
+        return check_disjoint(v, out_name, out, in_name, in);
     if (out->dtype != in->dtype)
         return FAIL(v, GDN_ERR_DTYPE, "%s aliases %s with dtype %s, expected %s (in place)",
                     out_name, in_name, gdn_dtype_name(out->dtype), gdn_dtype_name(in->dtype));
@@ -270,9 +306,15 @@ static gdn_status check_conv_weights(const vctx *v, const gdn_tensor *weight,
     return GDN_OK;
 }
 
-static gdn_status check_conv_state(const vctx *v, const gdn_tensor *st, int64_t C, int64_t W)
+static gdn_status check_conv_state(const vctx *v, const gdn_tensor *st, const gdn_tensor *x,
+                                   int64_t C, int64_t W)
 {
     TRY(check_tensor(v, "conv_state", st, 3, 3, M_FLOAT, false));
+    if (st->dtype != GDN_F32 && st->dtype != x->dtype)
+        return FAIL(v, GDN_ERR_DTYPE, "conv_state.dtype is %s, expected f32%s%s%s",
+                    gdn_dtype_name(st->dtype), x->dtype == GDN_F32 ? "" : " or ",
+                    x->dtype == GDN_F32 ? "" : gdn_dtype_name(x->dtype),
+                    x->dtype == GDN_F32 ? "" : " (x.dtype)");
     TRY(check_dim(v, "conv_state", st, 1, C, "channels C"));
     TRY(check_dim(v, "conv_state", st, 2, W - 1, "kernel width W - 1"));
     return GDN_OK;
@@ -297,7 +339,7 @@ gdn_status gdn_validate_conv1d(gdn_context *ctx, const gdn_conv1d_args *a, gdn_c
     p->has_state = present(&a->conv_state);
     int64_t S = 0, max_len;
     if (p->has_state) {
-        TRY(check_conv_state(&v, &a->conv_state, p->C, p->W));
+        TRY(check_conv_state(&v, &a->conv_state, &a->x, p->C, p->W));
         S = a->conv_state.shape[0];
     }
     return resolve_seqs(&v, a->x.shape[0], a->x.shape[1], &a->cu_seqlens, &a->state_slots,
@@ -321,7 +363,7 @@ gdn_status gdn_validate_conv1d_update(gdn_context *ctx, const gdn_conv1d_update_
     TRY(check_same_shape(&v, "out", &a->out, "x", &a->x));
     TRY(check_alias(&v, "out", &a->out, "x", &a->x));
     TRY(check_activation(&v, a->activation));
-    TRY(check_conv_state(&v, &a->conv_state, p->C, p->W));
+    TRY(check_conv_state(&v, &a->conv_state, &a->x, p->C, p->W));
     int64_t max_len;
     return resolve_seqs(&v, a->x.shape[0], 1, NULL, &a->state_slots, NULL, "conv_state", true,
                         a->conv_state.shape[0], &p->seqs, &max_len);
@@ -481,10 +523,10 @@ static gdn_status check_per_token(const vctx *v, const char *name, const gdn_ten
     return GDN_OK;
 }
 
-gdn_status gdn_validate_delta_rule(gdn_context *ctx, const gdn_delta_rule_args *a,
-                                   gdn_delta_rule_problem *p)
+gdn_status gdn_validate_delta_rule(gdn_context *ctx, const char *fn,
+                                   const gdn_delta_rule_args *a, gdn_delta_rule_problem *p)
 {
-    vctx v = {ctx, "gdn_delta_rule"};
+    vctx v = {ctx, fn};
     if (!a)
         return FAIL(&v, GDN_ERR_NULL, "args is NULL, expected a gdn_delta_rule_args");
     memset(p, 0, sizeof *p);
@@ -517,6 +559,9 @@ gdn_status gdn_validate_delta_rule(gdn_context *ctx, const gdn_delta_rule_args *
     TRY(check_per_token(&v, "beta", &a->beta, p));
     TRY(check_tensor(&v, "out", &a->out, 4, 4, M_FLOAT, true));
     TRY(check_same_shape(&v, "out", &a->out, "v", &a->v));
+    TRY(check_disjoint(&v, "out", &a->out, "q", &a->q));
+    TRY(check_disjoint(&v, "out", &a->out, "k", &a->k));
+    TRY(check_disjoint(&v, "out", &a->out, "v", &a->v));
     TRY(check_delta_options(&v, a));
     if (a->gate_in_kernel)
         TRY(check_gating_params(&v, &a->gating, p->HV, "gating."));
