@@ -12,9 +12,13 @@
 static inline double ref_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 static inline double ref_silu(double x) { return x * ref_sigmoid(x); }
 
+/* log1p(exp(x)), and x itself above the threshold. For x > 0 the identical x + log1p(exp(-x))
+ * is used so that a large threshold cannot overflow exp. */
 static inline double ref_softplus(double x, double threshold)
 {
-    return x > threshold ? x : log1p(exp(x));
+    if (x > threshold)
+        return x;
+    return x > 0.0 ? x + log1p(exp(-x)) : log1p(exp(x));
 }
 
 /* Log-decay g from the raw gate input a of value head h. */
