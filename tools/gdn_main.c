@@ -1,3 +1,195 @@
-#include "gdn.h"
+/* gdn: the libgdn command-line tool. */
+#include "gdn_tool.h"
+
 #include <stdio.h>
-int main(void) { printf("%s\n", gdn_version_string()); return 0; }
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: gdn <command> [options]\n"
+            "\n"
+            "commands:\n"
+            "  demo    the main job: a Qwen3.5-shaped GDN block (H=16, HV=32, K=V=128, conv\n"
+            "          width 4): 4096-token chunked prefill into a state pool, 64 recurrent\n"
+            "          decode steps, gated RMSNorm; verified against one reference pass\n"
+            "  check   conformance sweep of every op on random problems against the reference\n"
+            "  info    version, compiled backends, CPU features, CUDA devices\n"
+            "\n"
+            "options:\n"
+            "  --backend auto|ref|cpu|cuda   backend to run (default auto)\n"
+            "  --threads N                   CPU threads (default: all)\n"
+            "  --dtype f32|bf16|f16          activation dtype (demo, default f32)\n"
+            "  --seed S                      random seed (check; default fresh, or GDN_SEED)\n"
+            "  --json                        machine-readable output\n");
+}
+
+static int parse_backend(const char *s, gdn_backend *b)
+{
+    static const gdn_backend all[] = {GDN_BACKEND_AUTO, GDN_BACKEND_REF, GDN_BACKEND_CPU,
+                                      GDN_BACKEND_CUDA};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (!strcmp(s, gdn_backend_name(all[i]))) {
+            *b = all[i];
+            return 0;
+        }
+    return -1;
+}
+
+static int parse_dtype(const char *s, gdn_dtype *d)
+{
+    static const gdn_dtype all[] = {GDN_F32, GDN_BF16, GDN_F16};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (!strcmp(s, gdn_dtype_name(all[i]))) {
+            *d = all[i];
+            return 0;
+        }
+    return -1;
+}
+
+int parse_common_options(int argc, char **argv, tool_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->backend = GDN_BACKEND_AUTO;
+    o->dtype = GDN_F32;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        bool takes_value = !strcmp(a, "--backend") || !strcmp(a, "--threads") ||
+                           !strcmp(a, "--dtype") || !strcmp(a, "--seed");
+        if (takes_value && !val) {
+            fprintf(stderr, "gdn: %s needs a value\n", a);
+            return 2;
+        }
+        if (!strcmp(a, "--json")) {
+            o->json = true;
+        } else if (!strcmp(a, "--backend")) {
+            if (parse_backend(val, &o->backend)) {
+                fprintf(stderr, "gdn: --backend is '%s', expected auto, ref, cpu or cuda\n", val);
+                return 2;
+            }
+            i++;
+        } else if (!strcmp(a, "--threads")) {
+            char *end;
+            long n = strtol(val, &end, 10);
+            if (*end || n < 0 || n > 4096) {
+                fprintf(stderr, "gdn: --threads is '%s', expected a count from 0 to 4096\n", val);
+                return 2;
+            }
+            o->threads = (int)n;
+            i++;
+        } else if (!strcmp(a, "--dtype")) {
+            if (parse_dtype(val, &o->dtype)) {
+                fprintf(stderr, "gdn: --dtype is '%s', expected f32, bf16 or f16\n", val);
+                return 2;
+            }
+            i++;
+        } else if (!strcmp(a, "--seed")) {
+            o->seed = strtoull(val, NULL, 0);
+            o->seed_given = true;
+            i++;
+        } else {
+            fprintf(stderr, "gdn %s: unknown option '%s'\n", argv[0], a);
+            return 2;
+        }
+    }
+    if (!o->seed_given)
+        o->seed = fresh_seed();
+    return 0;
+}
+
+gdn_context *open_context(const tool_options *o)
+{
+    gdn_context_options co = gdn_context_default_options();
+    co.backend = o->backend;
+    co.num_threads = o->threads;
+    gdn_context *ctx = NULL;
+    gdn_status st = gdn_context_create(&ctx, &co);
+    if (st != GDN_OK) {
+        fprintf(stderr, "gdn: %s\n", gdn_last_error(NULL));
+        return NULL;
+    }
+    return ctx;
+}
+
+int cmd_info(int argc, char **argv)
+{
+    tool_options o;
+    if (parse_common_options(argc, argv, &o))
+        return 2;
+    unsigned f = gdn_cpu_features();
+    static const struct {
+        unsigned bit;
+        const char *name;
+    } feats[] = {{GDN_CPU_AVX2, "avx2+fma"},
+                 {GDN_CPU_F16C, "f16c"},
+                 {GDN_CPU_AVX512F, "avx512"},
+                 {GDN_CPU_AVX512BF16, "avx512_bf16"},
+                 {GDN_CPU_AMX_BF16, "amx_bf16"}};
+    static const gdn_backend backends[] = {GDN_BACKEND_REF, GDN_BACKEND_CPU, GDN_BACKEND_CUDA};
+    int ndev = gdn_cuda_device_count();
+    gdn_context *ctx = open_context(&o);
+    const char *active = ctx ? gdn_backend_name(gdn_context_backend(ctx)) : "none";
+    if (o.json) {
+        printf("{\"version\": \"%s\", \"backends\": [", gdn_version_string());
+        int n = 0;
+        for (size_t i = 0; i < 3; i++)
+            if (gdn_backend_available(backends[i]))
+                printf("%s\"%s\"", n++ ? ", " : "", gdn_backend_name(backends[i]));
+        printf("], \"auto\": \"%s\", \"cpu_features\": [", active);
+        n = 0;
+        for (size_t i = 0; i < sizeof feats / sizeof feats[0]; i++)
+            if (f & feats[i].bit)
+                printf("%s\"%s\"", n++ ? ", " : "", feats[i].name);
+        printf("], \"cuda_devices\": [");
+        for (int d = 0; d < ndev; d++) {
+            char name[256];
+            gdn_cuda_device_name(d, name, sizeof name);
+            printf("%s\"%s\"", d ? ", " : "", name);
+        }
+        printf("]}\n");
+    } else {
+        printf("libgdn %s\n", gdn_version_string());
+        printf("backends:     ");
+        for (size_t i = 0; i < 3; i++)
+            printf("%s %s   ", gdn_backend_name(backends[i]),
+                   gdn_backend_available(backends[i]) ? "yes" : "no");
+        printf("\nselected:     %s (--backend %s)\n", active, gdn_backend_name(o.backend));
+        printf("cpu features: ");
+        for (size_t i = 0; i < sizeof feats / sizeof feats[0]; i++)
+            if (f & feats[i].bit)
+                printf("%s ", feats[i].name);
+        printf("%s\n", f ? "" : "(none beyond the baseline)");
+        printf("cuda devices: %d\n", ndev);
+        for (int d = 0; d < ndev; d++) {
+            char name[256];
+            gdn_cuda_device_name(d, name, sizeof name);
+            printf("  [%d] %s\n", d, name);
+        }
+    }
+    gdn_context_destroy(ctx);
+    return ctx ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") ||
+        !strcmp(argv[1], "help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+        printf("gdn %s\n", gdn_version_string());
+        return 0;
+    }
+    static const struct {
+        const char *name;
+        int (*run)(int, char **);
+    } cmds[] = {{"demo", cmd_demo}, {"check", cmd_check}, {"info", cmd_info}};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        if (!strcmp(argv[1], cmds[i].name))
+            return cmds[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "gdn: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,268 @@
+/* Random gated-delta-rule problems for tests and `gdn check`. */
+#include "delta_case.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define POISON_BYTE 0xa5
+
+delta_config delta_config_default(void)
+{
+    delta_config c;
+    memset(&c, 0, sizeof c);
+    c.nseq = 1;
+    c.T = 16;
+    c.H = c.HV = 1;
+    c.K = c.V = 16;
+    c.dtype = c.out_dtype = c.gate_dtype = c.state_dtype = GDN_F32;
+    c.index_dtype = GDN_I32;
+    return c;
+}
+
+static gdn_tensor alloc4(gdn_dtype dt, int64_t a, int64_t b, int64_t c, int64_t d)
+{
+    int64_t s[4] = {a, b, c, d};
+    return tensor_alloc(dt, 4, s);
+}
+
+static gdn_tensor alloc3(gdn_dtype dt, int64_t a, int64_t b, int64_t c)
+{
+    int64_t s[3] = {a, b, c};
+    return tensor_alloc(dt, 3, s);
+}
+
+static gdn_tensor alloc1(gdn_dtype dt, int64_t a)
+{
+    return tensor_alloc(dt, 1, &a);
+}
+
+/* [B, T, heads, dim] view at channel offset `at` of a fused [B, T, width] buffer. */
+static gdn_tensor fused_view(const gdn_tensor *buf, int64_t at, int64_t heads, int64_t dim)
+{
+    gdn_tensor t = *buf;
+    t.data = (char *)buf->data + (size_t)at * gdn_dtype_size(buf->dtype);
+    t.ndim = 4;
+    t.shape[2] = heads;
+    t.shape[3] = dim;
+    t.stride[3] = 1;
+    t.stride[2] = dim;
+    return t;
+}
+
+/* Rows of a [B, T, heads, dim] tensor drawn normal, optionally scaled to unit length. */
+static void fill_rows(const gdn_tensor *t, rng *r, bool unit)
+{
+    int64_t dim = t->shape[3], rows = tensor_numel(t) / dim;
+    double *row = malloc((size_t)dim * sizeof *row);
+    for (int64_t i = 0; i < rows; i++) {
+        double ss = 0.0;
+        for (int64_t j = 0; j < dim; j++) {
+            row[j] = rng_normal(r);
+            ss += row[j] * row[j];
+        }
+        double s = unit ? 1.0 / sqrt(ss) : 1.0;
+        for (int64_t j = 0; j < dim; j++)
+            tensor_set(t, i * dim + j, row[j] * s);
+    }
+    free(row);
+}
+
+static void fill_gates(delta_case *c, rng *r)
+{
+    int64_t n = tensor_numel(&c->g);
+    for (int64_t i = 0; i < n; i++) {
+        if (c->cfg.gate_in_kernel) {
+            tensor_set(&c->g, i, 0.5 * rng_normal(r));       /* raw a */
+            tensor_set(&c->beta, i, 1.5 * rng_normal(r));    /* raw b logits */
+        } else {
+            bool sharp = rng_uniform(r, 0, 1) < 0.1;         /* a few strong forgets */
+            tensor_set(&c->g, i, sharp ? -rng_uniform(r, 2, 10) : -rng_uniform(r, 0, 0.4));
+            tensor_set(&c->beta, i, rng_uniform(r, 0.05, 1.0));
+        }
+    }
+    for (int64_t h = 0; h < c->cfg.HV; h++) {
+        tensor_set(&c->A_log, h, log(rng_uniform(r, 1.0, 16.0)));
+        double dt = rng_uniform(r, 0.001, 0.1); /* dt_bias = softplus^-1(dt) */
+        tensor_set(&c->dt_bias, h, log(expm1(dt)));
+    }
+    c->allow_neg_eigval = c->cfg.gate_in_kernel && rng_uniform(r, 0, 1) < 0.5;
+}
+
+/* Distinct slots from a shuffled 0..S-1, some sequences padded with -1. */
+static void fill_slots(delta_case *c, rng *r, int64_t S)
+{
+    int64_t *perm = malloc((size_t)S * sizeof *perm);
+    for (int64_t i = 0; i < S; i++)
+        perm[i] = i;
+    for (int64_t i = S - 1; i > 0; i--) {
+        int64_t j = rng_int(r, 0, i), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    for (int64_t n = 0; n < c->cfg.nseq; n++) {
+        bool pad = c->cfg.padding && n > 0 && rng_uniform(r, 0, 1) < 0.3;
+        tensor_set(&c->slots, n, pad ? -1.0 : (double)perm[n]);
+        bool fresh = c->cfg.fresh_starts && rng_uniform(r, 0, 1) < 0.4;
+        tensor_set(&c->has_init, n, fresh ? 0.0 : 1.0);
+    }
+    free(perm);
+}
+
+void delta_case_init(delta_case *c, const delta_config *cfg, rng *r)
+{
+    memset(c, 0, sizeof *c);
+    c->cfg = *cfg;
+    const delta_config *f = &c->cfg;
+    c->lens = malloc((size_t)(f->nseq ? f->nseq : 1) * sizeof *c->lens);
+    int64_t total = 0;
+    for (int64_t n = 0; n < f->nseq; n++) {
+        c->lens[n] = f->lens ? f->lens[n] : f->T;
+        total += c->lens[n];
+    }
+    c->B = f->lens ? 1 : f->nseq;
+    c->T = f->lens ? total : f->T;
+    int64_t width = 2 * f->H * f->K + f->HV * f->V;
+    if (f->fused_qkv) {
+        c->qkv = alloc3(f->dtype, c->B, c->T, width);
+        c->q = fused_view(&c->qkv, 0, f->H, f->K);
+        c->k = fused_view(&c->qkv, f->H * f->K, f->H, f->K);
+        c->v = fused_view(&c->qkv, 2 * f->H * f->K, f->HV, f->V);
+    } else {
+        c->q = alloc4(f->dtype, c->B, c->T, f->H, f->K);
+        c->k = alloc4(f->dtype, c->B, c->T, f->H, f->K);
+        c->v = alloc4(f->dtype, c->B, c->T, f->HV, f->V);
+    }
+    fill_rows(&c->q, r, !f->qk_l2norm);
+    fill_rows(&c->k, r, !f->qk_l2norm);
+    fill_rows(&c->v, r, false);
+    c->g = alloc3(f->gate_dtype, c->B, c->T, f->HV);
+    c->beta = alloc3(f->gate_dtype, c->B, c->T, f->HV);
+    c->A_log = alloc1(GDN_F32, f->HV);
+    c->dt_bias = alloc1(GDN_F32, f->HV);
+    fill_gates(c, r);
+    c->out = alloc4(f->out_dtype, c->B, c->T, f->HV, f->V);
+    if (f->pool) {
+        int64_t S = f->nseq + 2;
+        c->state = f->layout == GDN_STATE_KV ? alloc4(f->state_dtype, S, f->HV, f->K, f->V)
+                                             : alloc4(f->state_dtype, S, f->HV, f->V, f->K);
+        tensor_fill_normal(&c->state, r, 0.3);
+        c->state0 = tensor_zeros_like(&c->state);
+        memcpy(c->state0.data, c->state.data, tensor_bytes(&c->state));
+        c->slots = alloc1(f->index_dtype, f->nseq);
+        c->has_init = alloc1(GDN_U8, f->nseq);
+        fill_slots(c, r, S);
+    }
+    if (f->lens) {
+        c->cu = alloc1(f->index_dtype, f->nseq + 1);
+        int64_t at = 0;
+        for (int64_t n = 0; n <= f->nseq; n++) {
+            tensor_set(&c->cu, n, (double)at);
+            if (n < f->nseq)
+                at += c->lens[n];
+        }
+    }
+    gdn_delta_rule_args *a = &c->args;
+    *a = gdn_delta_rule_default_args();
+    a->q = c->q;
+    a->k = c->k;
+    a->v = c->v;
+    a->g = c->g;
+    a->beta = c->beta;
+    a->out = c->out;
+    a->state = c->state;
+    a->state_slots = c->slots;
+    a->has_initial_state = c->has_init;
+    a->cu_seqlens = c->cu;
+    a->state_layout = f->layout;
+    a->gva = f->gva;
+    a->chunk_size = f->chunk;
+    a->qk_l2norm = f->qk_l2norm;
+    a->gate_in_kernel = f->gate_in_kernel;
+    a->gating.A = c->A_log;
+    a->gating.dt_bias = c->dt_bias;
+    a->gating.allow_neg_eigval = c->allow_neg_eigval;
+}
+
+void delta_case_free(delta_case *c)
+{
+    if (c->cfg.fused_qkv) {
+        tensor_free(&c->qkv);
+    } else {
+        tensor_free(&c->q);
+        tensor_free(&c->k);
+        tensor_free(&c->v);
+    }
+    gdn_tensor *owned[] = {&c->g, &c->beta, &c->out, &c->state, &c->state0, &c->slots,
+                           &c->has_init, &c->cu, &c->A_log, &c->dt_bias};
+    for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++)
+        tensor_free(owned[i]);
+    free(c->lens);
+}
+
+void delta_case_reset(delta_case *c)
+{
+    if (c->state.data)
+        memcpy(c->state.data, c->state0.data, tensor_bytes(&c->state));
+    memset(c->out.data, POISON_BYTE, tensor_bytes(&c->out));
+}
+
+gdn_status delta_case_run(gdn_context *ctx, delta_case *c, gdn_algorithm algo)
+{
+    delta_case_reset(c);
+    c->args.algorithm = algo;
+    return gdn_delta_rule(ctx, &c->args);
+}
+
+int64_t delta_case_slot(const delta_case *c, int64_t n)
+{
+    return c->slots.data ? (int64_t)tensor_get(&c->slots, n) : -1;
+}
+
+bool delta_case_untouched(const delta_case *c)
+{
+    size_t esz = gdn_dtype_size(c->out.dtype);
+    int64_t row_elems = c->cfg.HV * c->cfg.V;
+    int64_t t0 = 0;
+    for (int64_t n = 0; n < c->cfg.nseq; n++) {
+        bool skipped = c->slots.data && delta_case_slot(c, n) < 0;
+        int64_t row = c->cfg.lens ? 0 : n, first = c->cfg.lens ? t0 : 0;
+        if (skipped) {
+            const unsigned char *p = (const unsigned char *)c->out.data +
+                                     (size_t)(row * c->T + first) * (size_t)row_elems * esz;
+            for (size_t i = 0; i < (size_t)(c->lens[n] * row_elems) * esz; i++)
+                if (p[i] != POISON_BYTE)
+                    return false;
+        }
+        t0 += c->lens[n];
+    }
+    if (!c->state.data)
+        return true;
+    size_t slot_bytes = tensor_bytes(&c->state) / (size_t)c->state.shape[0];
+    for (int64_t s = 0; s < c->state.shape[0]; s++) {
+        bool named = false;
+        for (int64_t n = 0; n < c->cfg.nseq; n++)
+            named = named || delta_case_slot(c, n) == s;
+        if (!named && memcmp((const char *)c->state.data + (size_t)s * slot_bytes,
+                             (const char *)c->state0.data + (size_t)s * slot_bytes, slot_bytes))
+            return false;
+    }
+    return true;
+}
+
+void delta_case_describe(const delta_case *c, char *buf, size_t n)
+{
+    const delta_config *f = &c->cfg;
+    char tdesc[32];
+    if (f->lens)
+        snprintf(tdesc, sizeof tdesc, "var%lld", (long long)c->T);
+    else
+        snprintf(tdesc, sizeof tdesc, "%lld", (long long)f->T);
+    snprintf(buf, n, "N=%lld T=%s H=%lld HV=%lld K=%lld V=%lld %s %s %s C=%d%s%s%s%s",
+             (long long)f->nseq, tdesc, (long long)f->H, (long long)f->HV, (long long)f->K,
+             (long long)f->V, gdn_dtype_name(f->dtype), f->layout == GDN_STATE_KV ? "KV" : "VK",
+             f->gva == GDN_GVA_BLOCK ? "block" : "tiled", f->chunk ? f->chunk : 64,
+             f->qk_l2norm ? " l2" : "", f->gate_in_kernel ? " gate" : "",
+             f->fused_qkv ? " fused" : "", f->pool ? (f->padding ? " pool+pad" : " pool") : "");
+}

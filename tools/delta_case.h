@@ -1,0 +1,60 @@
+/* Random gated-delta-rule problems for tests and `gdn check`: inputs drawn so the recurrence is
+ * stable (unit keys, beta in (0, 1] or (0, 2) with allow_neg_eigval), every layout option, a
+ * state pool with slot indirection, and outputs poisoned before each run. */
+#ifndef GDN_TOOLS_DELTA_CASE_H
+#define GDN_TOOLS_DELTA_CASE_H
+
+#include "common.h"
+
+typedef struct delta_config {
+    int64_t nseq;            /* sequences */
+    const int64_t *lens;     /* varlen: nseq lengths (packed, B = 1); NULL: nseq rows of T */
+    int64_t T;               /* tokens per sequence when lens is NULL */
+    int64_t H, HV, K, V;
+    gdn_dtype dtype;         /* q, k, v */
+    gdn_dtype out_dtype;     /* out */
+    gdn_dtype gate_dtype;    /* g, beta */
+    gdn_dtype state_dtype;   /* pool */
+    gdn_dtype index_dtype;   /* cu_seqlens, state_slots */
+    gdn_state_layout layout;
+    gdn_gva gva;
+    int chunk;               /* 0 = default */
+    bool qk_l2norm;          /* normalise in the kernel (else keys are drawn unit-norm) */
+    bool gate_in_kernel;     /* pass raw a, b and A_log/dt_bias */
+    bool fused_qkv;          /* q, k, v are strided views of one [.., 2HK + HV*V] buffer */
+    bool pool;               /* a state pool (S = nseq + 2) with permuted slots */
+    bool padding;            /* some sequences get slot -1 (needs pool) */
+    bool fresh_starts;       /* some sequences have has_initial_state = 0 (needs pool) */
+} delta_config;
+
+/* Defaults: one sequence of 16 tokens, H = HV = 1, K = V = 16, f32 everywhere, no pool. */
+delta_config delta_config_default(void);
+
+typedef struct delta_case {
+    delta_config cfg;
+    int64_t *lens;           /* nseq lengths (copied) */
+    int64_t B, T;            /* token tensors are [B, T, ...] */
+    gdn_tensor qkv;          /* the fused buffer when cfg.fused_qkv */
+    gdn_tensor q, k, v, g, beta, out;
+    gdn_tensor state, state0;     /* the pool, and its initial contents */
+    gdn_tensor slots, has_init, cu;
+    gdn_tensor A_log, dt_bias;
+    int32_t allow_neg_eigval;
+    gdn_delta_rule_args args;
+} delta_case;
+
+void delta_case_init(delta_case *c, const delta_config *cfg, rng *r);
+void delta_case_free(delta_case *c);
+/* Restores the pool to its initial contents and poisons out. */
+void delta_case_reset(delta_case *c);
+/* reset + gdn_delta_rule with the given algorithm. */
+gdn_status delta_case_run(gdn_context *ctx, delta_case *c, gdn_algorithm algo);
+/* Slot of sequence n (-1: skipped, or no pool). */
+int64_t delta_case_slot(const delta_case *c, int64_t n);
+/* True when every output row of a skipped sequence still holds the poison pattern and every
+ * pool slot no sequence names is unchanged. */
+bool delta_case_untouched(const delta_case *c);
+/* Short description for tables: "N=3 T=var H=2 HV=4 K=16 V=32 bf16 VK tiled C=32 ...". */
+void delta_case_describe(const delta_case *c, char *buf, size_t n);
+
+#endif

@@ -1,0 +1,27 @@
+/* The gdn command-line tool: one file per subcommand. */
+#ifndef GDN_TOOL_H
+#define GDN_TOOL_H
+
+#include "common.h"
+
+int cmd_info(int argc, char **argv);
+int cmd_check(int argc, char **argv);
+int cmd_demo(int argc, char **argv);
+
+/* Options every subcommand shares. */
+typedef struct tool_options {
+    gdn_backend backend;
+    int threads;
+    bool json;
+    gdn_dtype dtype;
+    uint64_t seed;
+    bool seed_given;
+} tool_options;
+
+/* Parses --backend B, --threads N, --json, --dtype D, --seed S. Returns 0, or prints the
+ * problem and returns 2 (also for an unknown option, unless it is in `extra`). */
+int parse_common_options(int argc, char **argv, tool_options *o);
+/* A context for the options' backend; prints gdn's message and returns NULL on failure. */
+gdn_context *open_context(const tool_options *o);
+
+#endif
