@@ -1008,6 +1008,78 @@ static void test_bad_slots(rng *r)
     tensor_free(&pool);
 }
 
+/* A varlen prefill of several sequences (lengths 0, 1, 2 and longer, through permuted slots),
+ * then batched decode steps for all of them: each sequence's outputs and final state equal one
+ * conv over its whole token stream, so no step read across a varlen boundary. */
+static void test_varlen_prefill_then_decode(rng *r)
+{
+    enum { N = 5, STEPS = 4 };
+    static const int64_t lens[N] = {6, 0, 1, 2, 9};
+    static const int64_t slotv[N] = {4, 0, 6, 2, 5};
+    const int64_t C = 9, W = 4, S = 7;
+    int64_t total = 0, off[N + 1];
+    for (int n = 0; n < N; n++) {
+        off[n] = total;
+        total += lens[n];
+    }
+    off[N] = total;
+    int64_t xs[3] = {1, total, C}, ds[3] = {STEPS, N, C}, ws[2] = {C, W}, ps[3] = {S, C, W - 1};
+    gdn_tensor x = tensor_alloc(GDN_F32, 3, xs), y = tensor_alloc(GDN_F32, 3, xs);
+    gdn_tensor xd = tensor_alloc(GDN_F32, 3, ds), yd = tensor_alloc(GDN_F32, 3, ds);
+    gdn_tensor w = tensor_alloc(GDN_F32, 2, ws), pool = tensor_alloc(GDN_F32, 3, ps);
+    tensor_fill_normal(&x, r, 1.0);
+    tensor_fill_normal(&xd, r, 1.0);
+    tensor_fill_normal(&w, r, 0.5);
+    gdn_tensor cu = index_tensor(GDN_I32, N + 1, off), slots = index_tensor(GDN_I64, N, slotv);
+    int64_t zeros[N] = {0};
+    gdn_tensor fresh = index_tensor(GDN_I32, N, zeros);
+
+    gdn_conv1d_args a = gdn_conv1d_default_args();
+    a.x = x, a.weight = w, a.out = y, a.conv_state = pool, a.state_slots = slots;
+    a.has_initial_state = fresh, a.cu_seqlens = cu;
+    CHECK_OK(gdn_conv1d(ctx, &a), ctx);
+    for (int64_t step = 0; step < STEPS; step++) {
+        gdn_conv1d_update_args u = gdn_conv1d_update_default_args();
+        u.x = tensor_slice(&xd, 0, step, 1);
+        u.x.ndim = 2, u.x.shape[0] = N, u.x.shape[1] = C, u.x.stride[0] = C, u.x.stride[1] = 1;
+        u.out = u.x;
+        u.out.data = (float *)yd.data + step * N * C;
+        u.weight = w, u.conv_state = pool, u.state_slots = slots;
+        CHECK_OK(gdn_conv1d_update(ctx, &u), ctx);
+    }
+    double *wd = read_all(&w), *xa = read_all(&x), *xda = read_all(&xd);
+    for (int n = 0; n < N; n++) {
+        int64_t L = lens[n] + STEPS;
+        double *seq = xmalloc((size_t)(L * C) * sizeof *seq), *want = xmalloc((size_t)(L * C) * sizeof *want);
+        double *want_st = xmalloc((size_t)(C * (W - 1)) * sizeof *want_st);
+        double *got_st = xmalloc((size_t)(C * (W - 1)) * sizeof *got_st);
+        for (int64_t t = 0; t < L; t++)
+            for (int64_t c = 0; c < C; c++)
+                seq[t * C + c] = t < lens[n] ? xa[(off[n] + t) * C + c]
+                                             : xda[((t - lens[n]) * N + n) * C + c];
+        conv_expect(L, C, W, seq, NULL, wd, NULL, GDN_ACT_SILU, want, want_st);
+        errsum e = {0};
+        for (int64_t t = 0; t < L; t++)
+            for (int64_t c = 0; c < C; c++) {
+                double got = t < lens[n] ? tensor_get(&y, (off[n] + t) * C + c)
+                                         : tensor_get(&yd, ((t - lens[n]) * N + n) * C + c);
+                err_add(&e, got, want[t * C + c]);
+            }
+        CHECK_ERR(err_value(&e), 1e-6, "varlen prefill + decode, sequence %d (len %lld)", n,
+                  (long long)lens[n]);
+        read_slot(&pool, slotv[n], got_st);
+        errsum es = {0};
+        for (int64_t i = 0; i < C * (W - 1); i++)
+            err_add(&es, got_st[i], want_st[i]);
+        CHECK_ERR(err_value(&es), 1e-6, "varlen prefill + decode final state, sequence %d", n);
+        free(seq), free(want), free(want_st), free(got_st);
+    }
+    free(wd), free(xa), free(xda);
+    gdn_tensor *all[] = {&x, &y, &xd, &yd, &w, &pool, &cu, &slots, &fresh};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        tensor_free(all[i]);
+}
+
 int main(void)
 {
     uint64_t seed = fresh_seed();
@@ -1029,6 +1101,7 @@ int main(void)
     test_prefill_then_decode(&r);
     test_two_calls(&r);
     test_decode_batch(&r);
+    test_varlen_prefill_then_decode(&r);
     test_bad_slots(&r);
 
     gdn_context_destroy(ctx);
