@@ -134,7 +134,8 @@ GDN_API uint16_t gdn_f32_to_f16(float f);
  * ------------------------------------------------------------------------------------------- */
 
 typedef enum gdn_backend {
-    GDN_BACKEND_AUTO = 0,  /* cuda if compiled in and a device exists, else cpu, else ref */
+    GDN_BACKEND_AUTO = 0,  /* the fastest host backend: cpu when compiled in, else ref. Never
+                              cuda, whose tensors are device pointers: ask for it explicitly */
     GDN_BACKEND_REF = 1,   /* scalar float64 reference: the oracle, single-threaded */
     GDN_BACKEND_CPU = 2,   /* multithreaded SIMD CPU backend */
     GDN_BACKEND_CUDA = 3   /* NVIDIA GPU backend */
@@ -153,9 +154,9 @@ typedef enum gdn_cpu_isa {
 typedef struct gdn_context_options {
     gdn_backend backend;      /* which backend runs the ops (default GDN_BACKEND_AUTO) */
     int32_t num_threads;      /* cpu backend threads; 0 = one per online CPU */
-    int32_t cuda_device;      /* CUDA device ordinal (default 0) */
+    int32_t cuda_device;      /* CUDA device ordinal, >= 0 (default 0; used by the cuda backend) */
     void *cuda_stream;        /* cudaStream_t the ops are enqueued on; NULL = default stream */
-    gdn_cpu_isa cpu_isa;      /* force a CPU ISA level (default GDN_ISA_AUTO) */
+    gdn_cpu_isa cpu_isa;      /* force a CPU ISA level (default GDN_ISA_AUTO; used by cpu) */
 } gdn_context_options;
 
 typedef struct gdn_context gdn_context;
@@ -172,13 +173,14 @@ GDN_API gdn_status gdn_context_create(gdn_context **ctx, const gdn_context_optio
 /* Frees the context and the scratch memory it owns. NULL is a no-op. */
 GDN_API void gdn_context_destroy(gdn_context *ctx);
 
-/* The backend the context resolved to (never GDN_BACKEND_AUTO), and its name ("ref", ...). */
+/* The backend the context resolved to (never GDN_BACKEND_AUTO; AUTO for a NULL ctx), and a
+ * backend's name ("auto", "ref", "cpu", "cuda"). */
 GDN_API gdn_backend gdn_context_backend(const gdn_context *ctx);
 GDN_API const char *gdn_backend_name(gdn_backend backend);
 /* 1 if the backend is compiled in and usable on this machine, else 0. */
 GDN_API int gdn_backend_available(gdn_backend backend);
 
-/* Worker threads the context uses (1 for ref; the pool size for cpu). */
+/* Worker threads the context uses (1 for ref; 0 for a NULL ctx). */
 GDN_API int gdn_context_num_threads(const gdn_context *ctx);
 
 /* Sets the cudaStream_t later ops are enqueued on (ignored by host backends). */
@@ -190,12 +192,15 @@ GDN_API gdn_status gdn_context_set_stream(gdn_context *ctx, void *stream);
  * allocation an op may make; call gdn_context_reserve_workspace() once up front and no op call
  * ever allocates). gdn_context_set_workspace() hands the context caller-owned memory instead
  * (device memory for CUDA); ops then fail with GDN_ERR_WORKSPACE, before writing anything, if it
- * is too small. set_workspace(ctx, NULL, 0) returns to context-owned scratch. */
+ * is too small. Caller memory must be aligned to GDN_WORKSPACE_ALIGN bytes (GDN_ERR_VALUE
+ * otherwise). set_workspace(ctx, NULL, 0) returns to context-owned scratch. */
+#define GDN_WORKSPACE_ALIGN 64
 GDN_API gdn_status gdn_context_reserve_workspace(gdn_context *ctx, size_t bytes);
 GDN_API gdn_status gdn_context_set_workspace(gdn_context *ctx, void *workspace, size_t bytes);
 
-/* The message of the last failed call on ctx ("" if none). With ctx == NULL: the message of the
- * last failed gdn_context_create() on this thread. Valid until the next call on ctx. */
+/* The message of the last failed call on ctx; an op that succeeds clears it to "". With
+ * ctx == NULL: the message of the last call on this thread that failed without a context
+ * (gdn_context_create, or any function given a NULL ctx). Valid until the next call. */
 GDN_API const char *gdn_last_error(const gdn_context *ctx);
 
 /* ---------------------------------------------------------------------------------------------
@@ -213,8 +218,9 @@ GDN_API unsigned gdn_cpu_features(void);
 
 /* Number of CUDA devices (0 without the CUDA backend or without a driver). */
 GDN_API int gdn_cuda_device_count(void);
-/* Writes device i's name and compute capability ("NVIDIA H100 (sm_90)") into buf.
- * Errors: GDN_ERR_NULL, GDN_ERR_VALUE (bad i), GDN_ERR_BACKEND (no CUDA backend). */
+/* Writes device i's name, compute capability and memory ("NVIDIA H100 (sm_90, 79 GiB)") into
+ * buf. Errors: GDN_ERR_NULL, GDN_ERR_VALUE (bad i), GDN_ERR_CUDA, GDN_ERR_BACKEND (built
+ * without the CUDA backend). */
 GDN_API gdn_status gdn_cuda_device_name(int device, char *buf, size_t buf_size);
 
 /* ---------------------------------------------------------------------------------------------
@@ -237,7 +243,7 @@ typedef enum gdn_activation {
 
 typedef struct gdn_conv1d_args {
     gdn_tensor x;                 /* [B, T, C] f32/bf16/f16, C contiguous */
-    gdn_tensor weight;            /* [C, W] f32/bf16/f16, 2 <= W <= GDN_CONV_MAX_WIDTH */
+    gdn_tensor weight;            /* [C, W] f32/bf16/f16, W contiguous, 2 <= W <= 16 */
     gdn_tensor bias;              /* [C], optional */
     gdn_tensor out;               /* [B, T, C] f32/bf16/f16; may be x itself (same data/strides) */
     gdn_tensor conv_state;        /* [S, C, W-1] pool, optional; dtype of x or f32; any strides,
@@ -253,7 +259,8 @@ GDN_API gdn_conv1d_args gdn_conv1d_default_args(void);
 
 /* Runs the conv. Writes out (and conv_state slots of non-skipped sequences).
  * Errors: GDN_ERR_NULL, GDN_ERR_DTYPE, GDN_ERR_SHAPE, GDN_ERR_STRIDE, GDN_ERR_VALUE (bad
- * activation, slot >= S, duplicate slot, cu_seqlens not 0..T non-decreasing), GDN_ERR_BACKEND. */
+ * activation, slot >= S, duplicate slot, cu_seqlens not 0..T non-decreasing, out overlapping x
+ * other than as the same view), GDN_ERR_UNSUPPORTED (backend lacks the op). */
 GDN_API gdn_status gdn_conv1d(gdn_context *ctx, const gdn_conv1d_args *args);
 
 /* ---------------------------------------------------------------------------------------------
@@ -265,7 +272,7 @@ GDN_API gdn_status gdn_conv1d(gdn_context *ctx, const gdn_conv1d_args *args);
 
 typedef struct gdn_conv1d_update_args {
     gdn_tensor x;              /* [N, C] f32/bf16/f16, C contiguous */
-    gdn_tensor weight;         /* [C, W] */
+    gdn_tensor weight;         /* [C, W], W contiguous */
     gdn_tensor bias;           /* [C], optional */
     gdn_tensor out;            /* [N, C]; may be x itself */
     gdn_tensor conv_state;     /* [S, C, W-1] pool, required */
@@ -303,11 +310,13 @@ typedef struct gdn_gating_params {
 
 GDN_API gdn_gating_params gdn_gating_default_params(void);
 
-/* a, b: [..., HV] (rank 1-4, last dim contiguous), f32/bf16/f16. g_out: same shape as a;
- * beta_out: same shape as b. b and beta_out are optional together (both or neither).
- * Outputs may alias their inputs exactly (same data, dtype and strides); any other overlap is
- * GDN_ERR_VALUE, as for every op.
- * Errors: GDN_ERR_NULL, GDN_ERR_DTYPE, GDN_ERR_SHAPE, GDN_ERR_STRIDE, GDN_ERR_VALUE. */
+/* a: [..., HV] (rank 1-4, last dim contiguous), f32/bf16/f16; b, g_out, beta_out: the same
+ * shape. b and beta_out are optional together (both or neither). An output may be its own input
+ * exactly (g_out == a, beta_out == b: same data, dtype and strides); an output that otherwise
+ * overlaps an input is GDN_ERR_VALUE (row-interleaved views of one fused buffer, such as a and b
+ * in [T, 2*HV], do not overlap).
+ * Errors: GDN_ERR_NULL, GDN_ERR_DTYPE, GDN_ERR_SHAPE, GDN_ERR_STRIDE, GDN_ERR_VALUE,
+ * GDN_ERR_UNSUPPORTED. */
 GDN_API gdn_status gdn_gating(gdn_context *ctx, const gdn_tensor *a, const gdn_tensor *b,
                               const gdn_gating_params *params, const gdn_tensor *g_out,
                               const gdn_tensor *beta_out);
@@ -320,7 +329,8 @@ GDN_API gdn_status gdn_gating(gdn_context *ctx, const gdn_tensor *a, const gdn_t
 
 /* x, out: [..., D] (rank 1-4, last dim contiguous), f32/bf16/f16, same shape; out may alias x
  * exactly. eps >= 0 (GDN_L2NORM_EPS is the GDN convention).
- * Errors: GDN_ERR_NULL, GDN_ERR_DTYPE, GDN_ERR_SHAPE, GDN_ERR_STRIDE, GDN_ERR_VALUE. */
+ * Errors: GDN_ERR_NULL, GDN_ERR_DTYPE, GDN_ERR_SHAPE, GDN_ERR_STRIDE, GDN_ERR_VALUE,
+ * GDN_ERR_UNSUPPORTED. */
 GDN_API gdn_status gdn_l2norm(gdn_context *ctx, const gdn_tensor *x, const gdn_tensor *out,
                               float eps);
 
@@ -336,7 +346,7 @@ typedef struct gdn_rmsnorm_args {
     gdn_tensor x;              /* [..., D] f32/bf16/f16, last dim contiguous */
     gdn_tensor z;              /* same shape as x, optional (absent: no gate) */
     gdn_tensor weight;         /* [D], optional (absent: w = 1, or 1 + 0 with weight_offset) */
-    gdn_tensor out;            /* same shape as x; may alias x exactly */
+    gdn_tensor out;            /* same shape as x; may alias x or z exactly */
     float eps;                 /* >= 0; 1e-6 by default */
     int32_t weight_offset;     /* nonzero: w = 1 + weight */
     int32_t norm_before_gate;  /* nonzero (default): normalise x, then multiply by silu(z) */
@@ -344,7 +354,8 @@ typedef struct gdn_rmsnorm_args {
 
 GDN_API gdn_rmsnorm_args gdn_rmsnorm_default_args(void);
 
-/* Errors: GDN_ERR_NULL, GDN_ERR_DTYPE, GDN_ERR_SHAPE, GDN_ERR_STRIDE, GDN_ERR_VALUE. */
+/* Errors: GDN_ERR_NULL, GDN_ERR_DTYPE, GDN_ERR_SHAPE, GDN_ERR_STRIDE, GDN_ERR_VALUE,
+ * GDN_ERR_UNSUPPORTED. */
 GDN_API gdn_status gdn_rmsnorm_gated(gdn_context *ctx, const gdn_rmsnorm_args *args);
 
 /* ---------------------------------------------------------------------------------------------

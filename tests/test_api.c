@@ -332,7 +332,10 @@ static void test_context(void)
         CHECK(st == GDN_ERR_NULL, "set_workspace(NULL, 5) = %s", gdn_strerror(st));
         CHECK(strstr(gdn_last_error(ctx), "workspace") != NULL,
               "set_workspace(NULL, 5) message \"%s\"", gdn_last_error(ctx));
-        static unsigned char buf[256];
+        static _Alignas(GDN_WORKSPACE_ALIGN) unsigned char buf[256];
+        st = gdn_context_set_workspace(ctx, buf + 8, sizeof buf - 8);
+        CHECK(st == GDN_ERR_VALUE && strstr(gdn_last_error(ctx), "aligned"),
+              "misaligned workspace = %s (%s)", gdn_strerror(st), gdn_last_error(ctx));
         CHECK_OK(gdn_context_set_workspace(ctx, buf, sizeof buf), ctx);
         CHECK_OK(gdn_context_reserve_workspace(ctx, 100), ctx); /* fits the caller buffer */
         st = gdn_context_reserve_workspace(ctx, 1000);
@@ -353,20 +356,22 @@ static void test_context(void)
     /* invalid options */
     struct {
         const char *what;
-        int backend, threads, isa;
+        int backend, threads, isa, device;
         gdn_status expect;
         const char *msg;
     } bad[] = {
-        {"backend 9", 9, 0, 0, GDN_ERR_VALUE, "opts.backend"},
-        {"backend -1", -1, 0, 0, GDN_ERR_VALUE, "opts.backend"},
-        {"num_threads -1", GDN_BACKEND_REF, -1, 0, GDN_ERR_VALUE, "opts.num_threads"},
-        {"cpu_isa 7", GDN_BACKEND_REF, 0, 7, GDN_ERR_VALUE, "opts.cpu_isa"},
+        {"backend 9", 9, 0, 0, 0, GDN_ERR_VALUE, "opts.backend"},
+        {"backend -1", -1, 0, 0, 0, GDN_ERR_VALUE, "opts.backend"},
+        {"num_threads -1", GDN_BACKEND_REF, -1, 0, 0, GDN_ERR_VALUE, "opts.num_threads"},
+        {"cpu_isa 7", GDN_BACKEND_REF, 0, 7, 0, GDN_ERR_VALUE, "opts.cpu_isa"},
+        {"cuda_device -1", GDN_BACKEND_REF, 0, 0, -1, GDN_ERR_VALUE, "opts.cuda_device"},
     };
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < (int)(sizeof bad / sizeof bad[0]); i++) {
         gdn_context_options b = gdn_context_default_options();
         b.backend = (gdn_backend)bad[i].backend;
         b.num_threads = bad[i].threads;
         b.cpu_isa = (gdn_cpu_isa)bad[i].isa;
+        b.cuda_device = bad[i].device;
         ctx = (gdn_context *)&b;
         st = gdn_context_create(&ctx, &b);
         const char *msg = gdn_last_error(NULL);

@@ -385,7 +385,7 @@ static void test_split_calls(rng *r)
     for (int mode = 0; mode < 2; mode++) {
         int64_t T = mode == 0 ? 203 : 150, first = mode == 0 ? 77 : 130;
         delta_config f = random_options(r, shape(3, T, 2, 4, 32, 16, 32));
-        f.fused_qkv = false;
+        f.pool = true; /* the state continues through the pool */
         delta_case c;
         delta_case_init(&c, &f, r);
         CHECK_OK(delta_case_run(ctx, &c, GDN_ALGO_CHUNKED), ctx);

@@ -14,6 +14,9 @@
 
 TEST_DEFINE_COUNTERS
 
+/* aligned_alloc wants a multiple of the alignment. */
+static size_t round_up(size_t n) { return (n + GDN_WORKSPACE_ALIGN) / GDN_WORKSPACE_ALIGN * GDN_WORKSPACE_ALIGN; }
+
 #define POISON 0xA5
 #define MAXBUF 16
 
@@ -989,7 +992,7 @@ static void test_workspace(gdn_context *ctx)
 
         size_t sizes[3] = {1, need / 2, need - 1};
         for (int i = 0; i < 3; i++) {
-            unsigned char *ws = malloc(sizes[i] ? sizes[i] : 1);
+            unsigned char *ws = aligned_alloc(GDN_WORKSPACE_ALIGN, round_up(sizes[i]));
             memset(ws, 0x3c, sizes[i]);
             CHECK_OK(gdn_context_set_workspace(ctx, ws, sizes[i]), ctx);
             fx_poison(&f);
@@ -1013,7 +1016,7 @@ static void test_workspace(gdn_context *ctx)
             free(ws);
         }
 
-        unsigned char *ws = malloc(need);
+        unsigned char *ws = aligned_alloc(GDN_WORKSPACE_ALIGN, round_up(need));
         CHECK_OK(gdn_context_set_workspace(ctx, ws, need), ctx);
         fx_poison(&f);
         fx_snapshot(&f);

@@ -596,6 +596,36 @@ static void test_optional(rng *r)
     }
 }
 
+/* a and b as the two halves of each row of one fused [T, 2*HV] buffer, gated in place
+ * (g over a, beta over b): the views interleave but do not overlap, so this is allowed, and the
+ * results follow the formula. */
+static void test_fused_in_place(rng *r)
+{
+    enum { T = 5, HV = 6 };
+    float buf[T][2 * HV], A_log[HV], a0[T][HV], b0[T][HV];
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < HV; h++) {
+            buf[t][h] = a0[t][h] = (float)rng_normal(r);
+            buf[t][HV + h] = b0[t][h] = (float)rng_normal(r);
+        }
+    for (int h = 0; h < HV; h++)
+        A_log[h] = (float)rng_uniform(r, -1.0, 2.0);
+    gdn_tensor a = gdn_tensor_2d(buf, GDN_F32, T, HV), b = a;
+    a.stride[0] = b.stride[0] = 2 * HV;
+    b.data = &buf[0][HV];
+    gdn_gating_params p = gdn_gating_default_params();
+    p.A = gdn_tensor_1d(A_log, GDN_F32, HV);
+    CHECK_OK(gdn_gating(ctx, &a, &b, &p, &a, &b), ctx);
+    errsum e = {0};
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < HV; h++) {
+            double x = a0[t][h], sp = x > 20 ? x : log1p(exp(x));
+            err_add(&e, buf[t][h], -exp((double)A_log[h]) * sp);
+            err_add(&e, buf[t][HV + h], 1.0 / (1.0 + exp(-(double)b0[t][h])));
+        }
+    CHECK_ERR(err_value(&e), 1e-6, "%s", "fused [T, 2*HV] buffer gated in place");
+}
+
 int main(void)
 {
     uint64_t seed = fresh_seed();
@@ -614,6 +644,7 @@ int main(void)
     test_neg_eigval(&r);
     test_extremes(&r);
     test_optional(&r);
+    test_fused_in_place(&r);
 
     gdn_context_destroy(ctx);
     return test_summary("gating");

@@ -66,6 +66,9 @@ gdn_status gdn_context_create(gdn_context **out, const gdn_context_options *opts
     if (o.num_threads < 0)
         return gdn_fail(NULL, GDN_ERR_VALUE, fn, "opts.num_threads is %d, expected >= 0",
                         (int)o.num_threads);
+    if (o.cuda_device < 0)
+        return gdn_fail(NULL, GDN_ERR_VALUE, fn, "opts.cuda_device is %d, expected >= 0",
+                        (int)o.cuda_device);
     if ((unsigned)o.cpu_isa > GDN_ISA_AMX)
         return gdn_fail(NULL, GDN_ERR_VALUE, fn, "opts.cpu_isa is %d, expected a gdn_cpu_isa",
                         (int)o.cpu_isa);
@@ -142,6 +145,10 @@ gdn_status gdn_context_set_workspace(gdn_context *ctx, void *workspace, size_t b
 {
     if (!ctx)
         return null_ctx("gdn_context_set_workspace");
+    if ((uintptr_t)workspace % GDN_WORKSPACE_ALIGN)
+        return gdn_fail(ctx, GDN_ERR_VALUE, "gdn_context_set_workspace",
+                        "workspace is at %p, expected an address aligned to %d bytes", workspace,
+                        GDN_WORKSPACE_ALIGN);
     if (!workspace && bytes)
         return gdn_fail(ctx, GDN_ERR_NULL, "gdn_context_set_workspace",
                         "workspace is NULL with bytes = %zu, expected memory or bytes = 0", bytes);

@@ -126,8 +126,36 @@ static void byte_range(const gdn_tensor *t, uintptr_t *lo, uintptr_t *hi)
     *hi = *lo + (uintptr_t)((size_t)(last + 1) * esz);
 }
 
+/* Two views with the same shape and strides whose rows (last dim contiguous) sit at different
+ * offsets of a common row pitch R, like a and b split out of a fused [T, 2*HV] buffer: every row
+ * of either starts at its base modulo R, so they are disjoint when the two D-wide residue
+ * intervals modulo R do not meet. */
+static bool interleaved_disjoint(const gdn_tensor *a, const gdn_tensor *b)
+{
+    int n = a->ndim;
+    if (n < 2 || b->ndim != n || a->dtype != b->dtype)
+        return false;
+    for (int d = 0; d < n; d++)
+        if (a->shape[d] != b->shape[d] || a->stride[d] != b->stride[d])
+            return false;
+    int64_t R = a->stride[n - 2], D = a->shape[n - 1];
+    if (R <= 0 || (D > 1 && a->stride[n - 1] != 1))
+        return false;
+    for (int d = 0; d < n - 1; d++)
+        if (a->shape[d] > 1 && a->stride[d] % R)
+            return false;
+    ptrdiff_t bytes = (const char *)b->data - (const char *)a->data;
+    ptrdiff_t esz = (ptrdiff_t)gdn_dtype_size(a->dtype);
+    if (bytes % esz)
+        return false;
+    int64_t m = ((int64_t)(bytes / esz) % R + R) % R;
+    return m >= D && R - m >= D;
+}
+
 static bool overlap(const gdn_tensor *a, const gdn_tensor *b)
 {
+    if (interleaved_disjoint(a, b))
+        return false;
     uintptr_t alo, ahi, blo, bhi;
     byte_range(a, &alo, &ahi);
     byte_range(b, &blo, &bhi);
