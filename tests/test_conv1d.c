@@ -17,21 +17,7 @@ TEST_DEFINE_COUNTERS
 
 static gdn_context *ctx;
 
-/* CHECK_CLOSE with a formatted message: rel err must be <= tol (NaN fails). */
-#define CHECK_ERR(err, tol, fmt, ...)                                                              \
-    CHECK((err) <= (tol), "rel err %.3e > %.1e: " fmt, (double)(err), (double)(tol), __VA_ARGS__)
-
 /* ---- small helpers --------------------------------------------------------------------------- */
-
-static void *xmalloc(size_t bytes)
-{
-    void *p = malloc(bytes ? bytes : 1);
-    if (!p) {
-        fprintf(stderr, "out of memory\n");
-        exit(2);
-    }
-    return p;
-}
 
 static void *dup_bytes(const void *p, size_t bytes)
 {
@@ -43,8 +29,6 @@ static void *dup_bytes(const void *p, size_t bytes)
 
 /* A byte pattern that reads as a huge finite number in f32 and bf16 (3.39e38). */
 static void poison(void *p, size_t bytes) { memset(p, 0x7f, bytes); }
-
-static double tol_for(gdn_dtype dt) { return dt == GDN_F32 ? 1e-6 : 5e-3; }
 
 /* All elements of t (flat row-major over its shape, honouring strides) as doubles. */
 static double *read_all(const gdn_tensor *t)
@@ -70,33 +54,6 @@ static gdn_tensor index_tensor(gdn_dtype dt, int64_t n, const int64_t *v)
             ((uint8_t *)t.data)[i] = (uint8_t)v[i];
     }
     return t;
-}
-
-/* Running relative-L2 accumulator. */
-typedef struct errsum {
-    long double num, den;
-    int bad; /* a NaN / Inf that the reference does not have */
-} errsum;
-
-static void err_add(errsum *e, double got, double want)
-{
-    if (!isfinite(got) || !isfinite(want)) {
-        if (!(got == want))
-            e->bad = 1;
-        return;
-    }
-    long double d = (long double)got - want;
-    e->num += d * d;
-    e->den += (long double)want * want;
-}
-
-static double err_value(const errsum *e)
-{
-    if (e->bad)
-        return INFINITY;
-    if (e->den == 0)
-        return e->num == 0 ? 0.0 : INFINITY;
-    return (double)sqrtl(e->num / e->den);
 }
 
 /* ---- the independent expectation ------------------------------------------------------------ */
@@ -1082,14 +1039,8 @@ static void test_varlen_prefill_then_decode(rng *r)
 
 int main(void)
 {
-    uint64_t seed = fresh_seed();
-    printf("seed %llu\n", (unsigned long long)seed);
-    rng r = rng_seed(seed);
-    gdn_context_options o = gdn_context_default_options();
-    o.backend = GDN_BACKEND_REF;
-    gdn_status st = gdn_context_create(&ctx, &o);
-    CHECK(st == GDN_OK, "gdn_context_create(ref): %s", gdn_last_error(NULL));
-    if (st != GDN_OK)
+    rng r;
+    if (!test_begin(&ctx, &r))
         return test_summary("conv1d");
 
     test_random(&r);

@@ -531,16 +531,9 @@ static void test_nan_propagation(rng *r)
 
 int main(void)
 {
-    uint64_t seed = fresh_seed();
-    printf("seed %llu (replay with GDN_SEED=%llu)\n", (unsigned long long)seed,
-           (unsigned long long)seed);
-    rng r = rng_seed(seed);
-    gdn_context_options o = gdn_context_default_options();
-    o.backend = GDN_BACKEND_REF;
-    if (gdn_context_create(&ctx, &o) != GDN_OK) {
-        fprintf(stderr, "context: %s\n", gdn_last_error(NULL));
-        return 1;
-    }
+    rng r;
+    if (!test_begin(&ctx, &r))
+        return test_summary("delta_rule");
     test_one_token_by_hand();
     test_pure_decay(&r);
     test_exact_storage(&r);

@@ -15,47 +15,6 @@ TEST_DEFINE_COUNTERS
 
 static gdn_context *ctx;
 
-#define CHECK_ERR(err, tol, fmt, ...)                                                              \
-    CHECK((err) <= (tol), "rel err %.3e > %.1e: " fmt, (double)(err), (double)(tol), __VA_ARGS__)
-
-static void *xmalloc(size_t bytes)
-{
-    void *p = malloc(bytes ? bytes : 1);
-    if (!p) {
-        fprintf(stderr, "out of memory\n");
-        exit(2);
-    }
-    return p;
-}
-
-static double tol_for(gdn_dtype dt) { return dt == GDN_F32 ? 1e-6 : 5e-3; }
-
-typedef struct errsum {
-    long double num, den;
-    int bad;
-} errsum;
-
-static void err_add(errsum *e, double got, double want)
-{
-    if (!isfinite(got) || !isfinite(want)) {
-        if (!(got == want))
-            e->bad = 1;
-        return;
-    }
-    long double d = (long double)got - want;
-    e->num += d * d;
-    e->den += (long double)want * want;
-}
-
-static double err_value(const errsum *e)
-{
-    if (e->bad)
-        return INFINITY;
-    if (e->den == 0)
-        return e->num == 0 ? 0.0 : INFINITY;
-    return (double)sqrtl(e->num / e->den);
-}
-
 /* ---- the independent expectation ------------------------------------------------------------ */
 
 static long double softplus_ld(long double x, double threshold)
@@ -628,14 +587,8 @@ static void test_fused_in_place(rng *r)
 
 int main(void)
 {
-    uint64_t seed = fresh_seed();
-    printf("seed %llu\n", (unsigned long long)seed);
-    rng r = rng_seed(seed);
-    gdn_context_options o = gdn_context_default_options();
-    o.backend = GDN_BACKEND_REF;
-    gdn_status st = gdn_context_create(&ctx, &o);
-    CHECK(st == GDN_OK, "gdn_context_create(ref): %s", gdn_last_error(NULL));
-    if (st != GDN_OK)
+    rng r;
+    if (!test_begin(&ctx, &r))
         return test_summary("gating");
 
     test_random(&r);
