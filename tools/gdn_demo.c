@@ -4,7 +4,10 @@
  *            conv-state pool and a recurrent-state pool (slot 2 of 4);
  *   decode   64 steps of conv1d_update + gating + l2norm + recurrent delta rule from the pools;
  *   norm     the gated RMSNorm of all 4160 outputs;
- * then verifies everything against ONE reference recurrent pass over all 4160 tokens. */
+ * then verifies everything against ONE reference recurrent pass over all 4160 tokens. The
+ * prefill uses GDN_ALGO_AUTO: the chunked form wherever the backend has it. On a device backend
+ * every tensor is staged in device memory once; the phases are timed to a device sync. */
+#include "device.h"
 #include "gdn_tool.h"
 
 #include <math.h>
@@ -223,21 +226,39 @@ int cmd_demo(int argc, char **argv)
     make_state(&r, o.dtype, 1);
 
     char msg[160];
-    snprintf(msg, sizeof msg, "prefill: %d tokens, chunked, on %s", T_PREFILL, backend);
+    bool device = gdn_context_backend(ctx) == GDN_BACKEND_CUDA;
+    staging staged = {0};
+    if (device) {
+        progress(o.json, "staging inputs and pools in device memory");
+        gdn_tensor *all[] = {&in.mixed_qkv, &in.a, &in.b, &in.z, &in.conv_w, &in.A_log,
+                             &in.dt_bias, &in.norm_w, &s.conv_out, &s.g, &s.beta, &s.o, &s.y,
+                             &s.conv_pool, &s.state_pool, &s.slot, &s.fresh, &s.cont};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            stage(&staged, all[i]);
+        dev_sync();
+    }
+    snprintf(msg, sizeof msg, "prefill: %d tokens on %s", T_PREFILL, backend);
     progress(o.json, msg);
     double t0 = now_seconds();
-    gdn_status st = run_tokens(ctx, &in, &s, 0, T_PREFILL, false, GDN_ALGO_CHUNKED);
+    gdn_status st = run_tokens(ctx, &in, &s, 0, T_PREFILL, false, GDN_ALGO_AUTO);
+    if (device)
+        dev_sync();
     double t_prefill = now_seconds() - t0;
     snprintf(msg, sizeof msg, "decode: %d steps, recurrent, from the pools", T_DECODE);
     progress(o.json || st, msg);
     t0 = now_seconds();
     for (int64_t t = T_PREFILL; t < T_ALL && st == GDN_OK; t++)
         st = run_tokens(ctx, &in, &s, t, 1, true, GDN_ALGO_RECURRENT);
+    if (device)
+        dev_sync();
     double t_decode = now_seconds() - t0;
     t0 = now_seconds();
     if (st == GDN_OK)
         st = run_norm(ctx, &in, &s);
+    if (device)
+        dev_sync();
     double t_norm = now_seconds() - t0;
+    unstage(&staged); /* results (and the unchanged inputs) back in host memory */
 
     snprintf(msg, sizeof msg, "verify: one reference recurrent pass over %d tokens", T_ALL);
     progress(o.json || st, msg);

@@ -15,6 +15,7 @@ static void usage(FILE *f)
             "          width 4): 4096-token chunked prefill into a state pool, 64 recurrent\n"
             "          decode steps, gated RMSNorm; verified against one reference pass\n"
             "  check   conformance sweep of every op on random problems against the reference\n"
+            "  bench   decode benchmark (B = 1, 16, 64, 256; HV=32, H=16, K=V=128); --json FILE\n"
             "  info    version, compiled backends, CPU features, CUDA devices\n"
             "\n"
             "options:\n"
@@ -185,7 +186,7 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         int (*run)(int, char **);
-    } cmds[] = {{"demo", cmd_demo}, {"check", cmd_check}, {"info", cmd_info}};
+    } cmds[] = {{"demo", cmd_demo}, {"check", cmd_check}, {"bench", cmd_bench}, {"info", cmd_info}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(argv[1], cmds[i].name))
             return cmds[i].run(argc - 1, argv + 1);

@@ -7,6 +7,7 @@
 int cmd_info(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 /* Options every subcommand shares. */
 typedef struct tool_options {

@@ -7,6 +7,15 @@
 unsigned gdn_version_number(void) { return GDN_VERSION_NUMBER; }
 const char *gdn_version_string(void) { return GDN_VERSION_STRING; }
 
+/* Owned scratch goes back to whoever allocated it (malloc, or the backend's allocator). */
+static void workspace_free(gdn_context *ctx, void *p)
+{
+    if (ctx->ops->workspace_free)
+        ctx->ops->workspace_free(p);
+    else
+        free(p);
+}
+
 gdn_context_options gdn_context_default_options(void)
 {
     gdn_context_options o;
@@ -35,6 +44,9 @@ static const gdn_backend_ops *backend_ops(gdn_backend backend)
 {
     switch (backend) {
     case GDN_BACKEND_REF: return &gdn_ref_backend;
+#ifdef GDN_HAVE_CUDA
+    case GDN_BACKEND_CUDA: return &gdn_cuda_backend;
+#endif
     default: return NULL;
     }
 }
@@ -43,6 +55,8 @@ int gdn_backend_available(gdn_backend backend)
 {
     if (backend == GDN_BACKEND_AUTO)
         return 1;
+    if (backend == GDN_BACKEND_CUDA && gdn_cuda_device_count() == 0)
+        return 0;
     return backend_ops(backend) != NULL;
 }
 
@@ -88,7 +102,10 @@ gdn_status gdn_context_create(gdn_context **out, const gdn_context_options *opts
     if (ops->init) {
         gdn_status st = ops->init(ctx);
         if (st != GDN_OK) {
-            gdn_fail(NULL, st, fn, "%s", ctx->errmsg);
+            size_t skip = strlen(fn) + 2; /* the backend's message already names fn */
+            const char *msg = strncmp(ctx->errmsg, fn, skip - 2) == 0 ? ctx->errmsg + skip
+                                                                      : ctx->errmsg;
+            gdn_fail(NULL, st, fn, "%s", msg);
             free(ctx);
             return st;
         }
@@ -104,7 +121,7 @@ void gdn_context_destroy(gdn_context *ctx)
     if (ctx->ops->fini)
         ctx->ops->fini(ctx);
     if (ctx->workspace_owned)
-        free(ctx->workspace);
+        workspace_free(ctx, ctx->workspace);
     free(ctx);
 }
 
@@ -153,7 +170,7 @@ gdn_status gdn_context_set_workspace(gdn_context *ctx, void *workspace, size_t b
         return gdn_fail(ctx, GDN_ERR_NULL, "gdn_context_set_workspace",
                         "workspace is NULL with bytes = %zu, expected memory or bytes = 0", bytes);
     if (ctx->workspace_owned)
-        free(ctx->workspace);
+        workspace_free(ctx, ctx->workspace);
     ctx->workspace = workspace;
     ctx->workspace_bytes = workspace ? bytes : 0;
     ctx->workspace_owned = workspace == NULL;
@@ -170,10 +187,10 @@ gdn_status gdn_workspace_acquire(gdn_context *ctx, const char *fn, size_t bytes,
         return gdn_fail(ctx, GDN_ERR_WORKSPACE, fn,
                         "workspace is %zu bytes, expected >= %zu (see *_workspace_size)",
                         ctx->workspace_bytes, bytes);
-    void *mem = malloc(bytes);
+    void *mem = ctx->ops->workspace_alloc ? ctx->ops->workspace_alloc(bytes) : malloc(bytes);
     if (!mem)
         return gdn_fail(ctx, GDN_ERR_NO_MEMORY, fn, "cannot allocate %zu bytes of scratch", bytes);
-    free(ctx->workspace);
+    workspace_free(ctx, ctx->workspace);
     ctx->workspace = mem;
     ctx->workspace_bytes = bytes;
     *ptr = mem;

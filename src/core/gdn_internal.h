@@ -84,18 +84,29 @@ typedef struct gdn_delta_rule_problem {
 typedef struct gdn_backend_ops {
     gdn_backend id;
     const char *name;
+    bool device_pointers;                     /* tensors live in device memory (cuda) */
     gdn_status (*init)(gdn_context *ctx);     /* optional: per-context setup */
     void (*fini)(gdn_context *ctx);           /* optional */
+    gdn_status (*enter)(gdn_context *ctx);    /* optional: before every op (device select) */
+    void *(*workspace_alloc)(size_t bytes);   /* optional: scratch allocator (default malloc) */
+    void (*workspace_free)(void *p);          /* optional: its free */
     gdn_status (*conv1d)(gdn_context *ctx, const gdn_conv1d_problem *p);
     gdn_status (*conv1d_update)(gdn_context *ctx, const gdn_conv1d_update_problem *p);
     gdn_status (*gating)(gdn_context *ctx, const gdn_gating_problem *p);
     gdn_status (*l2norm)(gdn_context *ctx, const gdn_l2norm_problem *p);
     gdn_status (*rmsnorm_gated)(gdn_context *ctx, const gdn_rmsnorm_problem *p);
+    /* optional: refuse (GDN_ERR_UNSUPPORTED) valid problems the backend cannot run, before
+     * anything is written */
+    gdn_status (*check_conv1d)(gdn_context *ctx, const gdn_conv1d_problem *p);
+    gdn_status (*check_delta_rule)(gdn_context *ctx, const gdn_delta_rule_problem *p);
     size_t (*delta_rule_workspace)(const gdn_context *ctx, const gdn_delta_rule_problem *p);
     gdn_status (*delta_rule)(gdn_context *ctx, const gdn_delta_rule_problem *p, void *workspace);
 } gdn_backend_ops;
 
 extern const gdn_backend_ops gdn_ref_backend;
+#ifdef GDN_HAVE_CUDA
+extern const gdn_backend_ops gdn_cuda_backend;
+#endif
 
 /* ---- Context ------------------------------------------------------------------------------- */
 

@@ -19,7 +19,7 @@ static gdn_status enter(gdn_context *ctx, const char *fn, bool implemented)
     if (!implemented)
         return gdn_fail(ctx, GDN_ERR_UNSUPPORTED, fn, "the %s backend does not implement it",
                         ctx->ops->name);
-    return GDN_OK;
+    return ctx->ops->enter ? ctx->ops->enter(ctx) : GDN_OK;
 }
 
 gdn_conv1d_args gdn_conv1d_default_args(void)
@@ -72,6 +72,8 @@ gdn_status gdn_conv1d(gdn_context *ctx, const gdn_conv1d_args *args)
     TRY(enter(ctx, "gdn_conv1d", ctx && ctx->ops->conv1d));
     gdn_conv1d_problem p;
     TRY(gdn_validate_conv1d(ctx, args, &p));
+    if (ctx->ops->check_conv1d)
+        TRY(ctx->ops->check_conv1d(ctx, &p));
     return ctx->ops->conv1d(ctx, &p);
 }
 
@@ -118,6 +120,8 @@ gdn_status gdn_delta_rule_workspace_size(gdn_context *ctx, const gdn_delta_rule_
         return gdn_fail(ctx, GDN_ERR_NULL, fn, "bytes is NULL, expected a size_t *");
     gdn_delta_rule_problem p;
     TRY(gdn_validate_delta_rule(ctx, fn, args, &p));
+    if (ctx->ops->check_delta_rule)
+        TRY(ctx->ops->check_delta_rule(ctx, &p));
     *bytes = ctx->ops->delta_rule_workspace ? ctx->ops->delta_rule_workspace(ctx, &p) : 0;
     return GDN_OK;
 }
@@ -128,6 +132,8 @@ gdn_status gdn_delta_rule(gdn_context *ctx, const gdn_delta_rule_args *args)
     TRY(enter(ctx, fn, ctx && ctx->ops->delta_rule));
     gdn_delta_rule_problem p;
     TRY(gdn_validate_delta_rule(ctx, fn, args, &p));
+    if (ctx->ops->check_delta_rule)
+        TRY(ctx->ops->check_delta_rule(ctx, &p));
     size_t need = ctx->ops->delta_rule_workspace ? ctx->ops->delta_rule_workspace(ctx, &p) : 0;
     void *ws = NULL;
     if (need)

@@ -208,7 +208,7 @@ static gdn_status check_activation(const vctx *v, gdn_activation act)
 }
 
 /* Are index tensors host memory we may read during validation? */
-static bool host_indices(const gdn_context *ctx) { return ctx->ops->id != GDN_BACKEND_CUDA; }
+static bool host_indices(const gdn_context *ctx) { return !ctx->ops->device_pointers; }
 
 /* cu_seqlens: N+1 offsets from 0 to T, non-decreasing. */
 static gdn_status check_cu_seqlens(const vctx *v, const gdn_tensor *cu, int64_t T, bool host,

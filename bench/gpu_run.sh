@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# On the GPU machine, in one command: build with CUDA (sm_80 + sm_90a), run every test (CPU and
+# GPU), `gdn check --backend cuda`, `gdn bench --backend cuda`, and FLA side by side when its
+# code is in .fla/. Logs and JSON go to $OUT (or ./gpu-out); a short table is printed last.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-gpu-out}
+mkdir -p "$out"
+nvidia-smi -L 2>&1 | tee "$out/device.txt"
+jobs=$(nproc)
+{
+  cmake -S . -B build -DGDN_CUDA=ON -DGDN_WERROR=ON -DCMAKE_CUDA_ARCHITECTURES="80;90a" &&
+  cmake --build build -j"$jobs"
+} > "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
+echo "== build ok"
+ctest --test-dir build --output-on-failure > "$out/ctest.log" 2>&1; ctest_rc=$?
+grep -E "tests passed|Failed|Skipped|\(Failed\)|\*\*\*" "$out/ctest.log"
+./build/tools/gdn check --backend cuda > "$out/check_cuda.txt" 2>&1; check_rc=$?
+tail -3 "$out/check_cuda.txt"
+./build/tools/gdn bench --backend cuda --json "$out/bench_cuda.json" > "$out/bench_cuda.txt" 2>&1
+./build/tools/gdn demo --backend cuda --dtype bf16 > "$out/demo_cuda.txt" 2>&1; demo_rc=$?
+fla_rc=skipped
+if [ -d .fla/fla ]; then
+  GDN_LIBRARY=build/libgdn.so PYTHONUNBUFFERED=1 python3 bench/fla_decode.py "$out/fla_decode.json" \
+    > "$out/fla_decode.txt" 2>&1; fla_rc=$?
+fi
+echo
+echo "== summary: ctest rc=$ctest_rc  check rc=$check_rc  demo rc=$demo_rc  fla rc=$fla_rc"
+cat "$out/demo_cuda.txt" | tail -9
+cat "$out/bench_cuda.txt" | tail -7
+[ -f "$out/fla_decode.txt" ] && tail -8 "$out/fla_decode.txt"
+exit 0

@@ -1,0 +1,86 @@
+// The CUDA backend's op table, per-context setup and error plumbing. Every op is enqueued on the
+// context's stream with no host synchronization and no allocation.
+#include "cuda_common.cuh"
+
+#include <stdio.h>
+
+extern "C" gdn_status cuda_check(gdn_context *ctx, const char *fn)
+{
+    cudaError_t err = cudaGetLastError();
+    if (err == cudaSuccess)
+        return GDN_OK;
+    return gdn_fail(ctx, GDN_ERR_CUDA, fn, "CUDA error %s: %s", cudaGetErrorName(err),
+                    cudaGetErrorString(err));
+}
+
+extern "C" cudaStream_t cuda_stream(const gdn_context *ctx)
+{
+    return static_cast<cudaStream_t>(ctx->opts.cuda_stream);
+}
+
+// Checks the device exists and makes it current for this thread.
+static gdn_status cuda_init(gdn_context *ctx)
+{
+    int count = 0;
+    cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess || count == 0) {
+        cudaGetLastError();
+        return gdn_fail(ctx, GDN_ERR_BACKEND, "gdn_context_create",
+                        "opts.backend is cuda, but no CUDA device is available (%s)",
+                        err != cudaSuccess ? cudaGetErrorString(err) : "device count is 0");
+    }
+    if (ctx->opts.cuda_device >= count)
+        return gdn_fail(ctx, GDN_ERR_BACKEND, "gdn_context_create",
+                        "opts.cuda_device is %d, expected < %d (devices present)",
+                        (int)ctx->opts.cuda_device, count);
+    if (cudaSetDevice(ctx->opts.cuda_device) != cudaSuccess)
+        return cuda_check(ctx, "gdn_context_create");
+    return GDN_OK;
+}
+
+// Makes the context's device current before each op, so that a caller juggling devices on one
+// thread still launches on the device the context was made for.
+static gdn_status cuda_enter(gdn_context *ctx)
+{
+    int dev = -1;
+    if (cudaGetDevice(&dev) == cudaSuccess && dev == ctx->opts.cuda_device)
+        return GDN_OK;
+    cudaSetDevice(ctx->opts.cuda_device);
+    return cuda_check(ctx, "gdn (cudaSetDevice)");
+}
+
+static void *cuda_workspace_alloc(size_t bytes)
+{
+    void *p = nullptr;
+    if (cudaMalloc(&p, bytes) != cudaSuccess) {
+        cudaGetLastError();
+        return nullptr;
+    }
+    return p;
+}
+
+static void cuda_workspace_free(void *p)
+{
+    if (p)
+        cudaFree(p);
+}
+
+extern "C" const gdn_backend_ops gdn_cuda_backend = {
+    /* id */ GDN_BACKEND_CUDA,
+    /* name */ "cuda",
+    /* device_pointers */ true,
+    /* init */ cuda_init,
+    /* fini */ nullptr,
+    /* enter */ cuda_enter,
+    /* workspace_alloc */ cuda_workspace_alloc,
+    /* workspace_free */ cuda_workspace_free,
+    /* conv1d */ cuda_conv1d,
+    /* conv1d_update */ cuda_conv1d_update,
+    /* gating */ cuda_gating,
+    /* l2norm */ cuda_l2norm,
+    /* rmsnorm_gated */ cuda_rmsnorm_gated,
+    /* check_conv1d */ cuda_check_conv1d,
+    /* check_delta_rule */ cuda_check_delta_rule,
+    /* delta_rule_workspace */ nullptr,
+    /* delta_rule */ cuda_delta_rule,
+};

@@ -1,0 +1,127 @@
+// Shared pieces of the CUDA backend: element access by runtime dtype, error reporting, and the
+// op entry points the backend table (cuda_backend.cu) points at.
+#ifndef GDN_CUDA_COMMON_CUH
+#define GDN_CUDA_COMMON_CUH
+
+#include "../core/gdn_internal.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+// Element off of a float tensor as f32 (kernels compute in f32; the reference is float64).
+__device__ __forceinline__ float ld(const gdn_tensor &t, int64_t off)
+{
+    switch (t.dtype) {
+    case GDN_BF16: return __bfloat162float(static_cast<const __nv_bfloat16 *>(t.data)[off]);
+    case GDN_F16: return __half2float(static_cast<const __half *>(t.data)[off]);
+    default: return static_cast<const float *>(t.data)[off];
+    }
+}
+
+__device__ __forceinline__ void st(const gdn_tensor &t, int64_t off, float v)
+{
+    switch (t.dtype) {
+    case GDN_BF16: static_cast<__nv_bfloat16 *>(t.data)[off] = __float2bfloat16_rn(v); break;
+    case GDN_F16: static_cast<__half *>(t.data)[off] = __float2half_rn(v); break;
+    default: static_cast<float *>(t.data)[off] = v; break;
+    }
+}
+
+// Element i of a rank-1 index or flag tensor (i32, i64, u8).
+__device__ __forceinline__ int64_t ld_index(const gdn_tensor &t, int64_t i)
+{
+    int64_t off = i * t.stride[0];
+    switch (t.dtype) {
+    case GDN_I64: return static_cast<const int64_t *>(t.data)[off];
+    case GDN_U8: return static_cast<const uint8_t *>(t.data)[off];
+    default: return static_cast<const int32_t *>(t.data)[off];
+    }
+}
+
+// Offset of row r of a tensor whose leading ndim-1 dims are flattened (as gdn_row_offset).
+__device__ __forceinline__ int64_t row_offset(const gdn_tensor &t, int64_t r)
+{
+    int64_t off = 0;
+    for (int d = t.ndim - 2; d >= 0; d--) {
+        off += (r % t.shape[d]) * t.stride[d];
+        r /= t.shape[d];
+    }
+    return off;
+}
+
+__device__ __forceinline__ float sigmoidf_(float x) { return 1.0f / (1.0f + __expf(-x)); }
+__device__ __forceinline__ float siluf_(float x) { return x / (1.0f + __expf(-x)); }
+
+// softplus(x) = log1p(exp(x)), x above the threshold; x + log1p(exp(-x)) for x > 0 so that a
+// large threshold cannot overflow.
+__device__ __forceinline__ float softplusf_(float x, float threshold)
+{
+    if (x > threshold)
+        return x;
+    return x > 0.0f ? x + log1pf(expf(-x)) : log1pf(expf(x));
+}
+
+__device__ __forceinline__ float gate_g(const gdn_gating_params &p, int64_t h, float a)
+{
+    float A = ld(p.A, h * p.A.stride[0]);
+    float dt = p.dt_bias.data ? ld(p.dt_bias, h * p.dt_bias.stride[0]) : 0.0f;
+    float rate = p.a_form == GDN_A_LOG ? -expf(A) : A;
+    return rate * softplusf_(a + dt, p.softplus_threshold);
+}
+
+__device__ __forceinline__ float gate_beta(const gdn_gating_params &p, float b)
+{
+    return (p.allow_neg_eigval ? 2.0f : 1.0f) * sigmoidf_(b);
+}
+
+// Slot and span of sequence n of a batch described by (cu_seqlens, T).
+struct seq_info {
+    int64_t row, t0, len;
+};
+
+__device__ __forceinline__ seq_info seq_span(const gdn_tensor &cu, int64_t T, int64_t n)
+{
+    seq_info s;
+    if (cu.data) {
+        s.row = 0;
+        s.t0 = ld_index(cu, n);
+        s.len = ld_index(cu, n + 1) - s.t0;
+    } else {
+        s.row = n;
+        s.t0 = 0;
+        s.len = T;
+    }
+    return s;
+}
+
+// Slot of sequence n, or -1 to skip it. Out-of-range device-side slots are skipped too: the
+// host cannot check device memory without synchronizing, and a skip is safer than a stray write.
+__device__ __forceinline__ int64_t seq_slot(const gdn_tensor &slots, int64_t n, int64_t S)
+{
+    int64_t s = slots.data ? ld_index(slots, n) : n;
+    return s < S ? s : -1;
+}
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// Turns the last CUDA error (if any) into GDN_ERR_CUDA with CUDA's message.
+gdn_status cuda_check(gdn_context *ctx, const char *fn);
+cudaStream_t cuda_stream(const gdn_context *ctx);
+
+gdn_status cuda_conv1d(gdn_context *ctx, const gdn_conv1d_problem *p);
+gdn_status cuda_conv1d_update(gdn_context *ctx, const gdn_conv1d_update_problem *p);
+gdn_status cuda_check_conv1d(gdn_context *ctx, const gdn_conv1d_problem *p);
+gdn_status cuda_gating(gdn_context *ctx, const gdn_gating_problem *p);
+gdn_status cuda_l2norm(gdn_context *ctx, const gdn_l2norm_problem *p);
+gdn_status cuda_rmsnorm_gated(gdn_context *ctx, const gdn_rmsnorm_problem *p);
+gdn_status cuda_check_delta_rule(gdn_context *ctx, const gdn_delta_rule_problem *p);
+gdn_status cuda_delta_rule(gdn_context *ctx, const gdn_delta_rule_problem *p, void *workspace);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,208 @@
+/* gdn bench: decode throughput of the fused recurrent delta rule, one JSON object per row.
+ *
+ * Decode rows: B sequences of one token, HV = 32 value heads, H = 16 key heads, K = V = 128,
+ * bf16 q/k/v/out, f32 state in a pool, q/k L2 norm in the kernel. The state dominates the
+ * bytes: B * HV * K * V * 4 read and as much written per step. On CUDA every step runs against
+ * a different group of pool slots, so the timed state never sits in L2 (the pool spans at least
+ * 256 MiB, several times the L2), the steps are captured into one CUDA graph, and the device
+ * time per step comes from events; a device-to-device copy measured in the same run gives
+ * bw_fraction. Host backends are timed with the wall clock. */
+#include "device.h"
+#include "gdn_tool.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { H = 16, HV = 32, DK = 128, DV = 128 };
+
+typedef struct decode_bench {
+    gdn_context *ctx;
+    gdn_delta_rule_args args;
+    gdn_tensor slots_all;   /* [S] i32: 0 .. S-1 */
+    int64_t B, groups;      /* the pool holds `groups` disjoint groups of B slots */
+    int64_t step;
+    gdn_status status;
+} decode_bench;
+
+/* One decode step on the next group of slots. */
+static void decode_step(void *p)
+{
+    decode_bench *d = p;
+    int64_t g = d->step++ % d->groups;
+    d->args.state_slots = tensor_slice(&d->slots_all, 0, g * d->B, d->B);
+    gdn_status st = gdn_delta_rule(d->ctx, &d->args);
+    if (st != GDN_OK && d->status == GDN_OK)
+        d->status = st;
+}
+
+typedef struct bench_row {
+    int64_t B;
+    double ms;
+    double state_gb_s;
+} bench_row;
+
+static gdn_tensor host_rand(rng *r, gdn_dtype dt, int ndim, const int64_t *shape, double lo,
+                            double hi)
+{
+    gdn_tensor t = tensor_alloc(dt, ndim, shape);
+    tensor_fill_uniform(&t, r, lo, hi);
+    return t;
+}
+
+/* Times decode with B sequences; returns 0 or prints the error and returns 1. */
+static int bench_decode(gdn_context *ctx, bool device, void *stream, int64_t B, rng *r,
+                        bench_row *row)
+{
+    const int64_t per_seq = (int64_t)HV * DK * DV * 4;
+    int64_t S = (256ll << 20) / per_seq;
+    if (S < 2 * B)
+        S = 2 * B;
+    if (!device)
+        S = B; /* host backends: the working set already exceeds the caches at large B */
+    int64_t qs[4] = {B, 1, H, DK}, vs[4] = {B, 1, HV, DV}, gs[3] = {B, 1, HV};
+    int64_t ps[4] = {S, HV, DK, DV};
+    gdn_tensor q = host_rand(r, GDN_BF16, 4, qs, -1, 1), k = host_rand(r, GDN_BF16, 4, qs, -1, 1);
+    gdn_tensor v = host_rand(r, GDN_BF16, 4, vs, -1, 1), out = tensor_alloc(GDN_BF16, 4, vs);
+    gdn_tensor g = host_rand(r, GDN_F32, 3, gs, -0.5, 0), beta = host_rand(r, GDN_F32, 3, gs, 0, 1);
+    gdn_tensor slots = tensor_alloc(GDN_I32, 1, &S);
+    for (int64_t i = 0; i < S; i++)
+        ((int32_t *)slots.data)[i] = (int32_t)i;
+    gdn_tensor pool = gdn_tensor_none();
+    staging st = {0};
+    if (device) {
+        pool = gdn_tensor_4d(dev_alloc((size_t)S * (size_t)per_seq), GDN_F32, S, HV, DK, DV);
+        dev_memset(pool.data, 0, (size_t)S * (size_t)per_seq);
+        gdn_tensor *all[] = {&q, &k, &v, &out, &g, &beta, &slots};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            stage(&st, all[i]);
+    } else {
+        pool = tensor_alloc(GDN_F32, 4, ps);
+    }
+    decode_bench d;
+    memset(&d, 0, sizeof d);
+    d.ctx = ctx;
+    d.args = gdn_delta_rule_default_args();
+    d.args.q = q, d.args.k = k, d.args.v = v, d.args.g = g, d.args.beta = beta;
+    d.args.out = out, d.args.state = pool;
+    d.args.qk_l2norm = 1;
+    d.args.algorithm = GDN_ALGO_RECURRENT;
+    d.slots_all = slots;
+    d.B = B;
+    d.groups = S / B;
+    decode_step(&d); /* surface argument errors before timing */
+    if (d.status == GDN_OK) {
+        if (device) {
+            row->ms = dev_time_ms(stream, decode_step, &d, 20, true);
+        } else {
+            int iters = B >= 64 ? 3 : 10;
+            double t0 = now_seconds();
+            for (int i = 0; i < iters; i++)
+                decode_step(&d);
+            row->ms = 1e3 * (now_seconds() - t0) / iters;
+        }
+    }
+    int rc = 0;
+    if (d.status != GDN_OK) {
+        fprintf(stderr, "gdn bench: %s\n", gdn_last_error(ctx));
+        rc = 1;
+    }
+    row->B = B;
+    row->state_gb_s = 2.0 * (double)(B * per_seq) / (row->ms * 1e6);
+    unstage(&st);
+    if (device)
+        dev_free(pool.data);
+    else
+        tensor_free(&pool);
+    gdn_tensor *all[] = {&q, &k, &v, &out, &g, &beta, &slots};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        tensor_free(all[i]);
+    return rc;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    /* --json FILE is bench's own option; the rest are the common ones */
+    const char *json_path = NULL;
+    char *rest[64];
+    int n = 0;
+    for (int i = 0; i < argc && n < 63; i++) {
+        if (!strcmp(argv[i], "--json") && i + 1 < argc && argv[i + 1][0] != '-')
+            json_path = argv[++i];
+        else
+            rest[n++] = argv[i];
+    }
+    rest[n] = NULL;
+    tool_options o;
+    if (parse_common_options(n, rest, &o))
+        return 2;
+    gdn_context *ctx = open_context(&o);
+    if (!ctx)
+        return 1;
+    gdn_backend be = gdn_context_backend(ctx);
+    bool device = be == GDN_BACKEND_CUDA;
+    void *stream = device ? dev_stream_new() : NULL;
+    gdn_context_set_stream(ctx, stream);
+    char devname[128] = "";
+    double copy = 0.0;
+    if (device) {
+        dev_name(devname, sizeof devname);
+        copy = dev_copy_gbps(stream, (size_t)1 << 30);
+    }
+    rng r = rng_seed(o.seed);
+    static const int64_t batches[] = {1, 16, 64, 256};
+    bench_row rows[4];
+    int rc = 0;
+    for (int i = 0; i < 4 && !rc; i++) {
+        if (!o.json)
+            fprintf(stderr, "[gdn bench] decode B=%lld on %s\n", (long long)batches[i],
+                    gdn_backend_name(be));
+        rc = bench_decode(ctx, device, stream, batches[i], &r, &rows[i]);
+    }
+    if (rc) {
+        gdn_context_destroy(ctx);
+        return rc;
+    }
+    FILE *jf = json_path ? fopen(json_path, "w") : (o.json ? stdout : NULL);
+    if (json_path && !jf) {
+        fprintf(stderr, "gdn bench: cannot write %s\n", json_path);
+        return 1;
+    }
+    if (jf) {
+        fprintf(jf, "[");
+        for (int i = 0; i < 4; i++) {
+            const bench_row *w = &rows[i];
+            char frac[32] = "null"; /* bandwidth fraction: only where a copy was measured */
+            if (device)
+                snprintf(frac, sizeof frac, "%.4f", w->state_gb_s / copy);
+            fprintf(jf, "%s{\"op\": \"decode\", \"backend\": \"%s\", \"dtype\": \"bf16\", "
+                        "\"state_dtype\": \"f32\", \"B\": %lld, \"T\": 1, \"H\": %d, \"HV\": %d, "
+                        "\"K\": %d, \"V\": %d, \"threads\": %d, \"ms\": %.6f, \"device_us\": "
+                        "%.3f, \"tokens_per_s\": %.1f, \"state_gb_s\": %.1f, \"copy_gb_s\": %.1f, "
+                        "\"bw_fraction\": %s, \"peak_fraction\": %s, \"vs_baseline\": null, "
+                        "\"device\": \"%s\"}",
+                    i ? ",\n " : "", gdn_backend_name(be), (long long)w->B, H, HV, DK, DV,
+                    gdn_context_num_threads(ctx), w->ms, 1e3 * w->ms, w->B / (w->ms * 1e-3),
+                    w->state_gb_s, copy, frac, frac, devname);
+        }
+        fprintf(jf, "]\n");
+        if (json_path)
+            fclose(jf);
+    }
+    if (!o.json) {
+        printf("gdn bench: decode, H=%d HV=%d K=V=%d, bf16 q/k/v, f32 state, backend %s%s%s\n",
+               H, HV, DK, gdn_backend_name(be), device ? ", " : "", devname);
+        if (device)
+            printf("device-to-device copy: %.0f GB/s (read + write)\n", copy);
+        printf("%6s %12s %14s %12s %12s\n", "B", "us/step", "tokens/s", "state GB/s",
+               "bw_fraction");
+        for (int i = 0; i < 4; i++)
+            printf("%6lld %12.2f %14.0f %12.1f %12.3f\n", (long long)rows[i].B,
+                   1e3 * rows[i].ms, rows[i].B / (rows[i].ms * 1e-3), rows[i].state_gb_s,
+                   device ? rows[i].state_gb_s / copy : 0.0);
+    }
+    gdn_context_destroy(ctx);
+    if (stream)
+        dev_stream_free(stream);
+    return 0;
+}
