@@ -51,8 +51,8 @@ static gdn_tensor host_rand(rng *r, gdn_dtype dt, int ndim, const int64_t *shape
 }
 
 /* Times decode with B sequences; returns 0 or prints the error and returns 1. */
-static int bench_decode(gdn_context *ctx, bool device, void *stream, int64_t B, rng *r,
-                        bench_row *row)
+static int bench_decode(gdn_context *ctx, bool device, void *stream, int64_t B,
+                        gdn_state_layout layout, rng *r, bench_row *row)
 {
     const int64_t per_seq = (int64_t)HV * DK * DV * 4;
     int64_t S = (256ll << 20) / per_seq;
@@ -86,6 +86,7 @@ static int bench_decode(gdn_context *ctx, bool device, void *stream, int64_t B, 
     d.args.q = q, d.args.k = k, d.args.v = v, d.args.g = g, d.args.beta = beta;
     d.args.out = out, d.args.state = pool;
     d.args.qk_l2norm = 1;
+    d.args.state_layout = layout; /* K == V here, so the pool's shape is the same */
     d.args.algorithm = GDN_ALGO_RECURRENT;
     d.slots_all = slots;
     d.B = B;
@@ -124,11 +125,14 @@ int cmd_bench(int argc, char **argv)
 {
     /* --json FILE is bench's own option; the rest are the common ones */
     const char *json_path = NULL;
+    gdn_state_layout layout = GDN_STATE_KV;
     char *rest[64];
     int n = 0;
     for (int i = 0; i < argc && n < 63; i++) {
         if (!strcmp(argv[i], "--json") && i + 1 < argc && argv[i + 1][0] != '-')
             json_path = argv[++i];
+        else if (!strcmp(argv[i], "--layout") && i + 1 < argc)
+            layout = !strcmp(argv[++i], "vk") ? GDN_STATE_VK : GDN_STATE_KV;
         else
             rest[n++] = argv[i];
     }
@@ -157,7 +161,7 @@ int cmd_bench(int argc, char **argv)
         if (!o.json)
             fprintf(stderr, "[gdn bench] decode B=%lld on %s\n", (long long)batches[i],
                     gdn_backend_name(be));
-        rc = bench_decode(ctx, device, stream, batches[i], &r, &rows[i]);
+        rc = bench_decode(ctx, device, stream, batches[i], layout, &r, &rows[i]);
     }
     if (rc) {
         gdn_context_destroy(ctx);
@@ -176,12 +180,13 @@ int cmd_bench(int argc, char **argv)
             if (device)
                 snprintf(frac, sizeof frac, "%.4f", w->state_gb_s / copy);
             fprintf(jf, "%s{\"op\": \"decode\", \"backend\": \"%s\", \"dtype\": \"bf16\", "
-                        "\"state_dtype\": \"f32\", \"B\": %lld, \"T\": 1, \"H\": %d, \"HV\": %d, "
+                        "\"state_dtype\": \"f32\", \"state_layout\": \"%s\", \"B\": %lld, \"T\": 1, \"H\": %d, \"HV\": %d, "
                         "\"K\": %d, \"V\": %d, \"threads\": %d, \"ms\": %.6f, \"device_us\": "
                         "%.3f, \"tokens_per_s\": %.1f, \"state_gb_s\": %.1f, \"copy_gb_s\": %.1f, "
                         "\"bw_fraction\": %s, \"peak_fraction\": %s, \"vs_baseline\": null, "
                         "\"device\": \"%s\"}",
-                    i ? ",\n " : "", gdn_backend_name(be), (long long)w->B, H, HV, DK, DV,
+                    i ? ",\n " : "", gdn_backend_name(be), layout == GDN_STATE_KV ? "kv" : "vk",
+                    (long long)w->B, H, HV, DK, DV,
                     gdn_context_num_threads(ctx), w->ms, 1e3 * w->ms, w->B / (w->ms * 1e-3),
                     w->state_gb_s, copy, frac, frac, devname);
         }
@@ -190,8 +195,9 @@ int cmd_bench(int argc, char **argv)
             fclose(jf);
     }
     if (!o.json) {
-        printf("gdn bench: decode, H=%d HV=%d K=V=%d, bf16 q/k/v, f32 state, backend %s%s%s\n",
-               H, HV, DK, gdn_backend_name(be), device ? ", " : "", devname);
+        printf("gdn bench: decode, H=%d HV=%d K=V=%d, bf16 q/k/v, f32 %s state, backend %s%s%s\n",
+               H, HV, DK, layout == GDN_STATE_KV ? "KV" : "VK", gdn_backend_name(be),
+               device ? ", " : "", devname);
         if (device)
             printf("device-to-device copy: %.0f GB/s (read + write)\n", copy);
         printf("%6s %12s %14s %12s %12s\n", "B", "us/step", "tokens/s", "state GB/s",

@@ -213,11 +213,15 @@ int cmd_demo(int argc, char **argv)
         return 1;
     const char *backend = gdn_backend_name(gdn_context_backend(ctx));
     int threads = gdn_context_num_threads(ctx);
+    char where[160];
+    if (gdn_context_backend(ctx) == GDN_BACKEND_CUDA)
+        gdn_cuda_device_name(0, where, sizeof where);
+    else
+        snprintf(where, sizeof where, "%d thread%s", threads, threads == 1 ? "" : "s");
     if (!o.json)
         printf("gdn demo: Qwen3.5-shaped GDN block, H=%d HV=%d K=V=%d, conv width %d "
-               "(conv_dim %d), %s activations, backend %s (%d thread%s)\n",
-               H, HV, DK, WIDTH, CONV_DIM, gdn_dtype_name(o.dtype), backend, threads,
-               threads == 1 ? "" : "s");
+               "(conv_dim %d), %s activations, backend %s (%s)\n",
+               H, HV, DK, WIDTH, CONV_DIM, gdn_dtype_name(o.dtype), backend, where);
     progress(o.json, "making deterministic inputs");
     demo_inputs in;
     make_inputs(&in, o.dtype);

@@ -1,290 +1,427 @@
 // The fused recurrent gated delta rule on CUDA: decode (T = 1) and short multi-token calls.
 //
-// One block of 128 threads owns a K x 32 tile of one head's state (32 value columns, or 32 value
-// rows in the VK layout) and keeps it in registers for the whole call: every state element is
-// read once and written once, with 16-byte accesses. Splitting V over blocks gives V/32 * HV
-// blocks even at batch 1. Per token the block stages q, k, v and the gates in shared memory,
-// then uses o = scale * (q^T S' + (q . k) u), with S' the decayed state and u the delta, so that
-// both reductions over K come from one pass over the registers.
+// Work is cut into tiles: K x TILE of one head's state (TILE value columns in the KV layout, value
+// rows in VK), TILE = 32 or 64, so that even batch-1 decode has V/TILE * HV tiles. Each state
+// element is read once and written once per call, 16 bytes at a time.
+//
+// A persistent grid of 128-thread blocks walks the tiles. A block's tile lives in shared memory
+// in per-thread slots (slot i of thread t at i * 128 + t): each thread only ever touches its own
+// slots, so loading them needs no barrier, and cp.async brings them in without holding registers.
+// Two slot buffers per block: while a block works on one tile, the next tile's state is already
+// on its way, so memory never waits for the arithmetic and barriers of a tile.
+//
+// Per token a block stages q, k, v and the gates, makes one pass over its slots for k^T S' and
+// q^T S' (S' the decayed state), reduces them, and a second pass writes S' + k u^T (back to the
+// slots between tokens, to the pool after the last). The output uses
+// o = scale * (q^T S' + (q . k) u), so both reductions come from the first pass.
 #include "cuda_common.cuh"
 
 #include <math.h>
+#include <stdlib.h>
 
 namespace {
 
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
-constexpr int kTile = 32;     // value columns (KV) or value rows (VK) per block
 constexpr int kMaxK = 256;
+constexpr int kMaxTile = 64;
 
 struct dr_args {
     gdn_delta_rule_args a;    // tensors by value: device pointers, strides, options
-    int64_t T, H, HV, K, V, S, ratio;
+    int64_t T, H, HV, K, V, S, ratio, N;
+    int64_t tiles_per_head, tiles;
     float scale;
     bool has_state;
 };
 
 struct token_smem {
     float q[kMaxK], k[kMaxK];
-    float v[kTile];
-    float red[2][kWarps][kTile];  // KV layout: per-warp partial k^T S and q^T S
+    float v[kMaxTile];
+    float red[2][kWarps][kMaxTile];  // KV layout: per-warp partial k^T S' and q^T S'
+};
+
+// What every thread needs of the current token besides q and k in shared memory.
+struct token_scalars {
     float decay, beta, qk, inv_q, inv_k;
 };
 
-// Stages token `tok` of value head hv: q and k rows (raw), the block's 32 values, and in one
-// warp the norms, q . k and the gates. Ends with a barrier.
-__device__ void stage_token(const dr_args &p, token_smem &sm, int64_t row, int64_t tok,
-                            int64_t hv, int64_t kh, int64_t vbase)
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem)
+{
+    unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem));
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+// Waits until at most `pending` of this thread's committed groups are still in flight.
+template <int pending>
+__device__ __forceinline__ void cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(pending) : "memory");
+}
+
+// Loads state float4 `src` into a slot, or zeros the slot when there is nothing to load.
+__device__ __forceinline__ void slot_load(float4 *slot, const float *src, bool valid)
+{
+    if (valid)
+        cp_async16(slot, src);
+    else
+        *slot = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+}
+
+// Stages token `tok` of value head hv: q and k rows and the tile's values in shared memory (one
+// barrier); then every warp reduces the norms and q . k itself and every thread reads the gates,
+// so no second barrier is needed.
+template <int TILE>
+__device__ token_scalars stage_token(const dr_args &p, token_smem &sm, int64_t row, int64_t tok,
+                                     int64_t hv, int64_t kh, int64_t vbase)
 {
     const gdn_delta_rule_args &a = p.a;
     const int tid = threadIdx.x;
+    float g = a.g.data ? ld(a.g, row * a.g.stride[0] + tok * a.g.stride[1] + hv * a.g.stride[2])
+                       : 0.0f;
+    float b = ld(a.beta, row * a.beta.stride[0] + tok * a.beta.stride[1] + hv * a.beta.stride[2]);
     const int64_t qo = row * a.q.stride[0] + tok * a.q.stride[1] + kh * a.q.stride[2];
     const int64_t ko = row * a.k.stride[0] + tok * a.k.stride[1] + kh * a.k.stride[2];
     for (int i = tid; i < p.K; i += kThreads) {
         sm.q[i] = ld(a.q, qo + i);
         sm.k[i] = ld(a.k, ko + i);
     }
-    if (tid < kTile) {
+    if (tid < TILE) {
         int64_t vi = vbase + tid;
         sm.v[tid] = vi < p.V ? ld(a.v, row * a.v.stride[0] + tok * a.v.stride[1] +
                                          hv * a.v.stride[2] + vi)
                              : 0.0f;
     }
     __syncthreads();
-    if (tid < 32) {
-        float sq = 0.0f, sk = 0.0f, qk = 0.0f;
-        for (int i = tid; i < p.K; i += 32) {
-            float x = sm.q[i], y = sm.k[i];
-            sq += x * x;
-            sk += y * y;
-            qk += x * y;
-        }
-        for (int o = 16; o; o >>= 1) {
-            sq += __shfl_xor_sync(0xffffffffu, sq, o);
-            sk += __shfl_xor_sync(0xffffffffu, sk, o);
-            qk += __shfl_xor_sync(0xffffffffu, qk, o);
-        }
-        if (tid == 0) {
-            float iq = 1.0f, ik = 1.0f;
-            if (a.qk_l2norm) {
-                iq = 1.0f / sqrtf(sq + GDN_L2NORM_EPS);
-                ik = 1.0f / sqrtf(sk + GDN_L2NORM_EPS);
-            }
-            float g = a.g.data ? ld(a.g, row * a.g.stride[0] + tok * a.g.stride[1] +
-                                             hv * a.g.stride[2])
-                               : 0.0f;
-            float b = ld(a.beta, row * a.beta.stride[0] + tok * a.beta.stride[1] +
-                                     hv * a.beta.stride[2]);
-            if (a.gate_in_kernel) {
-                g = gate_g(a.gating, hv, g);
-                b = gate_beta(a.gating, b);
-            }
-            sm.inv_q = iq;
-            sm.inv_k = ik;
-            sm.qk = qk * iq * ik;
-            sm.decay = expf(g);
-            sm.beta = b;
-        }
+    float sq = 0.0f, sk = 0.0f, qk = 0.0f;
+    for (int i = tid & 31; i < p.K; i += 32) {
+        float x = sm.q[i], y = sm.k[i];
+        sq += x * x;
+        sk += y * y;
+        qk += x * y;
     }
-    __syncthreads();
+    for (int o = 16; o; o >>= 1) {
+        sq += __shfl_xor_sync(0xffffffffu, sq, o);
+        sk += __shfl_xor_sync(0xffffffffu, sk, o);
+        qk += __shfl_xor_sync(0xffffffffu, qk, o);
+    }
+    token_scalars ts;
+    ts.inv_q = a.qk_l2norm ? 1.0f / sqrtf(sq + GDN_L2NORM_EPS) : 1.0f;
+    ts.inv_k = a.qk_l2norm ? 1.0f / sqrtf(sk + GDN_L2NORM_EPS) : 1.0f;
+    ts.qk = qk * ts.inv_q * ts.inv_k;
+    if (a.gate_in_kernel) {
+        g = gate_g(a.gating, hv, g);
+        b = gate_beta(a.gating, b);
+    }
+    ts.decay = expf(g);
+    ts.beta = b;
+    return ts;
 }
 
-// Common prologue: the sequence's slot (or -1 to skip), span and whether it starts from state.
-struct head_task {
-    int64_t slot;
+// One tile of work: which head and value range, where its state lives, which tokens it runs.
+struct tile_task {
+    int64_t hv, vbase, kh;
     seq_info seq;
-    bool init;
-    int64_t kh;
+    bool init;     // starts from the pool (else from zeros)
     float *state;  // this head's state in the pool (null without a pool)
 };
 
-__device__ bool head_task_for(const dr_args &p, head_task &h)
+// Tile `id` (value range fastest, then head, then sequence). False for a padded sequence:
+// nothing of it is read or written.
+__device__ bool tile_task_for(const dr_args &p, int64_t id, int tile, tile_task &t)
 {
     const gdn_delta_rule_args &a = p.a;
-    const int64_t n = blockIdx.z, hv = blockIdx.y;
-    h.slot = -1;
-    h.state = nullptr;
+    t.vbase = (id % p.tiles_per_head) * tile;
+    const int64_t nh = id / p.tiles_per_head, n = nh / p.HV;
+    t.hv = nh % p.HV;
+    t.state = nullptr;
     if (p.has_state) {
-        h.slot = seq_slot(a.state_slots, n, p.S);
-        if (h.slot < 0)
-            return false; // padding: nothing is read or written
-        h.state = static_cast<float *>(a.state.data) + h.slot * a.state.stride[0] +
-                  hv * a.state.stride[1];
+        int64_t slot = seq_slot(a.state_slots, n, p.S);
+        if (slot < 0)
+            return false;
+        t.state = static_cast<float *>(a.state.data) + slot * a.state.stride[0] +
+                  t.hv * a.state.stride[1];
     }
-    h.seq = seq_span(a.cu_seqlens, p.T, n);
-    h.init = p.has_state &&
+    t.seq = seq_span(a.cu_seqlens, p.T, n);
+    t.init = p.has_state &&
              (!a.has_initial_state.data || ld_index(a.has_initial_state, n) != 0);
-    h.kh = a.gva == GDN_GVA_BLOCK ? hv / p.ratio : hv % p.H;
+    t.kh = a.gva == GDN_GVA_BLOCK ? t.hv / p.ratio : t.hv % p.H;
     return true;
 }
 
-// KV layout: state rows are keys, columns (contiguous) values. Thread t holds 4 columns
-// (t % 8) of rows t / 8 + 16 i: a warp reads 4 full 128-byte row segments per access.
-template <int KT>
-__global__ void __launch_bounds__(kThreads) recurrent_kv(const dr_args p)
-{
-    constexpr int R = KT / 16;
-    __shared__ token_smem sm;
-    head_task h;
-    if (!head_task_for(p, h))
-        return;
-    const gdn_delta_rule_args &a = p.a;
-    const int tid = threadIdx.x, vg = tid & 7, kg = tid >> 3, warp = tid >> 5, lane = tid & 31;
-    const int64_t hv = blockIdx.y, vbase = (int64_t)blockIdx.x * kTile, v0 = vbase + vg * 4;
-    const bool vok = v0 < p.V;
-    const int64_t rs = a.state.stride[2];
+// KV layout: state rows are keys, columns (contiguous) values. With G = TILE / 4 column groups,
+// thread t's slot i holds columns v0 .. v0+3 (v0 = vbase + 4 (t % G)) of row t / G + (128 / G) i:
+// a warp reads whole 128- or 256-byte row segments.
+template <int KT, int TILE>
+struct kv_tile {
+    static constexpr int G = TILE / 4, KG = kThreads / G, SLOTS = KT / KG;
 
-    float s[R][4];
+    __device__ static void load(const dr_args &p, const tile_task &t, float4 *slots)
+    {
+        const int tid = threadIdx.x, vg = tid % G, kg = tid / G;
+        const int64_t v0 = t.vbase + vg * 4, rs = p.a.state.stride[2];
 #pragma unroll
-    for (int i = 0; i < R; i++) {
-        int k = kg + 16 * i;
-        float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (h.init && vok && k < p.K)
-            x = *reinterpret_cast<const float4 *>(h.state + k * rs + v0);
-        s[i][0] = x.x, s[i][1] = x.y, s[i][2] = x.z, s[i][3] = x.w;
+        for (int i = 0; i < SLOTS; i++) {
+            int k = kg + KG * i;
+            slot_load(&slots[i * kThreads + tid], t.state + k * rs + v0,
+                      t.init && v0 < p.V && k < p.K);
+        }
     }
-    for (int64_t t = 0; t < h.seq.len; t++) {
-        const int64_t tok = h.seq.t0 + t;
-        stage_token(p, sm, h.seq.row, tok, hv, h.kh, vbase);
-        const float decay = sm.decay, ik = sm.inv_k, iq = sm.inv_q;
-        float kk[R], pk[4] = {0.0f, 0.0f, 0.0f, 0.0f}, pq[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-        for (int i = 0; i < R; i++) {
-            int k = kg + 16 * i;
-            kk[i] = k < p.K ? sm.k[k] * ik : 0.0f;
-            float qq = k < p.K ? sm.q[k] * iq : 0.0f;
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                s[i][j] *= decay;
-                pk[j] += kk[i] * s[i][j];
-                pq[j] += qq * s[i][j];
-            }
-        }
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-            for (int o = 8; o < 32; o <<= 1) {
-                pk[j] += __shfl_xor_sync(0xffffffffu, pk[j], o);
-                pq[j] += __shfl_xor_sync(0xffffffffu, pq[j], o);
-            }
-        if (lane < 8)
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                sm.red[0][warp][vg * 4 + j] = pk[j];
-                sm.red[1][warp][vg * 4 + j] = pq[j];
-            }
-        __syncthreads();
-        const int64_t oo = h.seq.row * a.out.stride[0] + tok * a.out.stride[1] +
-                           hv * a.out.stride[2];
-        float u[4];
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            float ks = 0.0f, qs = 0.0f;
-#pragma unroll
-            for (int w = 0; w < kWarps; w++) {
-                ks += sm.red[0][w][vg * 4 + j];
-                qs += sm.red[1][w][vg * 4 + j];
-            }
-            u[j] = sm.beta * (sm.v[vg * 4 + j] - ks);
-            if (kg == 0 && v0 + j < p.V)
-                st(a.out, oo + v0 + j, p.scale * (qs + sm.qk * u[j]));
-        }
-#pragma unroll
-        for (int i = 0; i < R; i++)
-#pragma unroll
-            for (int j = 0; j < 4; j++)
-                s[i][j] += kk[i] * u[j];
-        __syncthreads(); // the next token reuses sm
-    }
-    if (h.state && vok)
-#pragma unroll
-        for (int i = 0; i < R; i++) {
-            int k = kg + 16 * i;
-            if (k < p.K)
-                *reinterpret_cast<float4 *>(h.state + k * rs + v0) =
-                    make_float4(s[i][0], s[i][1], s[i][2], s[i][3]);
-        }
-}
 
-// VK layout: state rows are values, columns (contiguous) keys. Warp w holds rows w + 4 i of
-// the block's 32; lane l holds keys 4 (l + 32 m) .. +3. Reductions over K stay in the warp.
-template <int M>
-__global__ void __launch_bounds__(kThreads) recurrent_vk(const dr_args p)
-{
-    constexpr int R = kTile / kWarps;
-    __shared__ token_smem sm;
-    head_task h;
-    if (!head_task_for(p, h))
-        return;
-    const gdn_delta_rule_args &a = p.a;
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const int64_t hv = blockIdx.y, vbase = (int64_t)blockIdx.x * kTile;
-    const int64_t rs = a.state.stride[2];
-
-    float s[R][M][4];
+    __device__ static void run(const dr_args &p, const tile_task &t, float4 *slots,
+                               token_smem &sm)
+    {
+        const gdn_delta_rule_args &a = p.a;
+        const int tid = threadIdx.x, vg = tid % G, kg = tid / G, warp = tid >> 5, lane = tid & 31;
+        const int64_t v0 = t.vbase + vg * 4, rs = a.state.stride[2];
+        const bool vok = v0 < p.V;
+        for (int64_t s = 0; s < t.seq.len; s++) {
+            const int64_t tok = t.seq.t0 + s;
+            const bool last = s + 1 == t.seq.len;
+            const token_scalars ts = stage_token<TILE>(p, sm, t.seq.row, tok, t.hv, t.kh, t.vbase);
+            float pk[4] = {0.0f, 0.0f, 0.0f, 0.0f}, pq[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-    for (int i = 0; i < R; i++)
-#pragma unroll
-        for (int m = 0; m < M; m++) {
-            int64_t v = vbase + warp + kWarps * i;
-            int k4 = 4 * (lane + 32 * m);
-            float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            if (h.init && v < p.V && k4 < p.K)
-                x = *reinterpret_cast<const float4 *>(h.state + v * rs + k4);
-            s[i][m][0] = x.x, s[i][m][1] = x.y, s[i][m][2] = x.z, s[i][m][3] = x.w;
-        }
-    for (int64_t t = 0; t < h.seq.len; t++) {
-        const int64_t tok = h.seq.t0 + t;
-        stage_token(p, sm, h.seq.row, tok, hv, h.kh, vbase);
-        const float decay = sm.decay, ik = sm.inv_k, iq = sm.inv_q;
-        float kk[M][4], qq[M][4];
-#pragma unroll
-        for (int m = 0; m < M; m++)
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                int k = 4 * (lane + 32 * m) + j;
-                kk[m][j] = k < p.K ? sm.k[k] * ik : 0.0f;
-                qq[m][j] = k < p.K ? sm.q[k] * iq : 0.0f;
-            }
-        const int64_t oo = h.seq.row * a.out.stride[0] + tok * a.out.stride[1] +
-                           hv * a.out.stride[2];
-#pragma unroll
-        for (int i = 0; i < R; i++) {
-            float pk = 0.0f, pq = 0.0f;
-#pragma unroll
-            for (int m = 0; m < M; m++)
+            for (int i = 0; i < SLOTS; i++) {
+                int k = kg + KG * i;
+                float kk = k < p.K ? sm.k[k] * ts.inv_k : 0.0f;
+                float qq = k < p.K ? sm.q[k] * ts.inv_q : 0.0f;
+                float4 x = slots[i * kThreads + tid];
+                float xs[4] = {x.x * ts.decay, x.y * ts.decay, x.z * ts.decay, x.w * ts.decay};
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
-                    s[i][m][j] *= decay;
-                    pk += kk[m][j] * s[i][m][j];
-                    pq += qq[m][j] * s[i][m][j];
+                    pk[j] += kk * xs[j];
+                    pq[j] += qq * xs[j];
                 }
-            for (int o = 16; o; o >>= 1) {
-                pk += __shfl_xor_sync(0xffffffffu, pk, o);
-                pq += __shfl_xor_sync(0xffffffffu, pq, o);
             }
-            const int r = warp + kWarps * i;
-            const float u = sm.beta * (sm.v[r] - pk);
-            if (lane == 0 && vbase + r < p.V)
-                st(a.out, oo + vbase + r, p.scale * (pq + sm.qk * u));
 #pragma unroll
-            for (int m = 0; m < M; m++)
+            for (int j = 0; j < 4; j++)
+                for (int o = G; o < 32; o <<= 1) {
+                    pk[j] += __shfl_xor_sync(0xffffffffu, pk[j], o);
+                    pq[j] += __shfl_xor_sync(0xffffffffu, pq[j], o);
+                }
+            if (lane < G)
 #pragma unroll
-                for (int j = 0; j < 4; j++)
-                    s[i][m][j] += kk[m][j] * u;
+                for (int j = 0; j < 4; j++) {
+                    sm.red[0][warp][vg * 4 + j] = pk[j];
+                    sm.red[1][warp][vg * 4 + j] = pq[j];
+                }
+            __syncthreads();
+            const int64_t oo = t.seq.row * a.out.stride[0] + tok * a.out.stride[1] +
+                               t.hv * a.out.stride[2];
+            float u[4];
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                float ks = 0.0f, qs = 0.0f;
+#pragma unroll
+                for (int w = 0; w < kWarps; w++) {
+                    ks += sm.red[0][w][vg * 4 + j];
+                    qs += sm.red[1][w][vg * 4 + j];
+                }
+                u[j] = ts.beta * (sm.v[vg * 4 + j] - ks);
+                if (kg == 0 && v0 + j < p.V)
+                    st(a.out, oo + v0 + j, p.scale * (qs + ts.qk * u[j]));
+            }
+#pragma unroll
+            for (int i = 0; i < SLOTS; i++) {
+                int k = kg + KG * i;
+                float kk = k < p.K ? sm.k[k] * ts.inv_k : 0.0f;
+                float4 x = slots[i * kThreads + tid];
+                float4 y = make_float4(x.x * ts.decay + kk * u[0], x.y * ts.decay + kk * u[1],
+                                       x.z * ts.decay + kk * u[2], x.w * ts.decay + kk * u[3]);
+                if (!last)
+                    slots[i * kThreads + tid] = y;
+                else if (t.state && vok && k < p.K)
+                    __stcs(reinterpret_cast<float4 *>(t.state + k * rs + v0), y);
+            }
+            __syncthreads(); // the next token reuses sm
         }
-        __syncthreads(); // the next token reuses sm
+        if (t.seq.len == 0 && t.state && vok) // an empty sequence still writes its state
+#pragma unroll
+            for (int i = 0; i < SLOTS; i++) {
+                int k = kg + KG * i;
+                if (k < p.K)
+                    *reinterpret_cast<float4 *>(t.state + k * rs + v0) = slots[i * kThreads + tid];
+            }
     }
-    if (h.state)
+};
+
+// VK layout: state rows are values, columns (contiguous) keys. Warp w's rows are w + 4 i of the
+// tile's TILE; lane l's keys are 4 (l + 32 m) .. +3, m < M = KT / 128. Reductions over K stay
+// inside the warp.
+template <int KT, int TILE>
+struct vk_tile {
+    static constexpr int M = KT / 128, R = TILE / kWarps, SLOTS = R * M;
+
+    __device__ static void load(const dr_args &p, const tile_task &t, float4 *slots)
+    {
+        const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+        const int64_t rs = p.a.state.stride[2];
 #pragma unroll
         for (int i = 0; i < R; i++)
 #pragma unroll
             for (int m = 0; m < M; m++) {
-                int64_t v = vbase + warp + kWarps * i;
+                int64_t v = t.vbase + warp + kWarps * i;
                 int k4 = 4 * (lane + 32 * m);
-                if (v < p.V && k4 < p.K)
-                    *reinterpret_cast<float4 *>(h.state + v * rs + k4) =
-                        make_float4(s[i][m][0], s[i][m][1], s[i][m][2], s[i][m][3]);
+                slot_load(&slots[(i * M + m) * kThreads + tid], t.state + v * rs + k4,
+                          t.init && v < p.V && k4 < p.K);
             }
+    }
+
+    __device__ static void run(const dr_args &p, const tile_task &t, float4 *slots,
+                               token_smem &sm)
+    {
+        const gdn_delta_rule_args &a = p.a;
+        const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+        const int64_t rs = a.state.stride[2];
+        for (int64_t s = 0; s < t.seq.len; s++) {
+            const int64_t tok = t.seq.t0 + s;
+            const bool last = s + 1 == t.seq.len;
+            const token_scalars ts = stage_token<TILE>(p, sm, t.seq.row, tok, t.hv, t.kh, t.vbase);
+            float kk[M][4], qq[M][4];
+#pragma unroll
+            for (int m = 0; m < M; m++)
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    int k = 4 * (lane + 32 * m) + j;
+                    kk[m][j] = k < p.K ? sm.k[k] * ts.inv_k : 0.0f;
+                    qq[m][j] = k < p.K ? sm.q[k] * ts.inv_q : 0.0f;
+                }
+            const int64_t oo = t.seq.row * a.out.stride[0] + tok * a.out.stride[1] +
+                               t.hv * a.out.stride[2];
+#pragma unroll
+            for (int i = 0; i < R; i++) {
+                const int64_t v = t.vbase + warp + kWarps * i;
+                float pk = 0.0f, pq = 0.0f;
+                float4 x[M];
+#pragma unroll
+                for (int m = 0; m < M; m++) {
+                    x[m] = slots[(i * M + m) * kThreads + tid];
+                    float xs[4] = {x[m].x * ts.decay, x[m].y * ts.decay, x[m].z * ts.decay,
+                                   x[m].w * ts.decay};
+#pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        pk += kk[m][j] * xs[j];
+                        pq += qq[m][j] * xs[j];
+                    }
+                }
+                for (int o = 16; o; o >>= 1) {
+                    pk += __shfl_xor_sync(0xffffffffu, pk, o);
+                    pq += __shfl_xor_sync(0xffffffffu, pq, o);
+                }
+                const float u = ts.beta * (sm.v[warp + kWarps * i] - pk);
+                if (lane == 0 && v < p.V)
+                    st(a.out, oo + v, p.scale * (pq + ts.qk * u));
+#pragma unroll
+                for (int m = 0; m < M; m++) {
+                    float4 y = make_float4(x[m].x * ts.decay + kk[m][0] * u,
+                                           x[m].y * ts.decay + kk[m][1] * u,
+                                           x[m].z * ts.decay + kk[m][2] * u,
+                                           x[m].w * ts.decay + kk[m][3] * u);
+                    int k4 = 4 * (lane + 32 * m);
+                    if (!last)
+                        slots[(i * M + m) * kThreads + tid] = y;
+                    else if (t.state && v < p.V && k4 < p.K)
+                        __stcs(reinterpret_cast<float4 *>(t.state + v * rs + k4), y);
+                }
+            }
+            __syncthreads(); // the next token reuses sm
+        }
+        if (t.seq.len == 0 && t.state) // an empty sequence still writes its state
+#pragma unroll
+            for (int i = 0; i < R; i++)
+#pragma unroll
+                for (int m = 0; m < M; m++) {
+                    int64_t v = t.vbase + warp + kWarps * i;
+                    int k4 = 4 * (lane + 32 * m);
+                    if (v < p.V && k4 < p.K)
+                        *reinterpret_cast<float4 *>(t.state + v * rs + k4) =
+                            slots[(i * M + m) * kThreads + tid];
+                }
+    }
+};
+
+// Blocks that fit on an SM by shared memory (two slot buffers each, plus the token staging): the
+// register budget is set to match, so registers never limit residency below shared memory.
+constexpr int resident_blocks(int slots)
+{
+    return (227 * 1024) / (2 * slots * kThreads * 16 + (int)sizeof(token_smem) + 1024) > 8
+               ? 8
+               : (227 * 1024) / (2 * slots * kThreads * 16 + (int)sizeof(token_smem) + 1024);
+}
+
+// The persistent kernel: block b takes tiles b, b + grid, b + 2 grid, ..., loading each tile's
+// state one tile ahead into the other slot buffer. The padded/empty decision is uniform across a
+// block (it depends on the sequence only), so every barrier is reached by all threads.
+template <class Tile, int TILE>
+__global__ void __launch_bounds__(kThreads, resident_blocks(Tile::SLOTS))
+    recurrent_persistent(const dr_args p)
+{
+    extern __shared__ float4 slot_buffers[]; // 2 x Tile::SLOTS x kThreads
+    __shared__ token_smem sm;
+    constexpr int kBuffer = Tile::SLOTS * kThreads;
+    int64_t id = blockIdx.x;
+    tile_task cur;
+    bool live = id < p.tiles && tile_task_for(p, id, TILE, cur);
+    if (live)
+        Tile::load(p, cur, slot_buffers);
+    cp_async_commit();
+    for (int b = 0; id < p.tiles; id += gridDim.x, b ^= 1) {
+        const int64_t next = id + gridDim.x;
+        tile_task nxt;
+        const bool live_next = next < p.tiles && tile_task_for(p, next, TILE, nxt);
+        if (live_next)
+            Tile::load(p, nxt, slot_buffers + (b ^ 1) * kBuffer);
+        cp_async_commit();
+        cp_async_wait<1>(); // this thread's slots of the current tile have arrived
+        if (live)
+            Tile::run(p, cur, slot_buffers + b * kBuffer, sm);
+        cur = nxt;
+        live = live_next;
+    }
+}
+
+// Value columns (rows) per tile. 32 keeps batch-1 decode spread over many blocks; 64 halves the
+// per-tile fixed cost (token staging, barriers) per byte when there are tiles to spare (K <= 128:
+// two 256 x 64 buffers would not fit). GDN_CUDA_DECODE_TILE=32|64 forces one (benchmarking).
+int decode_tile(const gdn_delta_rule_problem *p)
+{
+    static int forced = -1;
+    if (forced < 0) {
+        const char *e = getenv("GDN_CUDA_DECODE_TILE");
+        forced = e && (atoi(e) == 32 || atoi(e) == 64) ? atoi(e) : 0;
+    }
+    if (p->K > 128)
+        return 32;
+    if (forced)
+        return forced;
+    return p->seqs.count * p->HV * ((p->V + 31) / 32) >= 8192 ? 64 : 32;
+}
+
+// Launches the persistent kernel for one tile shape: as many blocks as fit on the device at once
+// (queried once per shape), never more than there are tiles.
+template <class Tile, int TILE>
+gdn_status launch(gdn_context *ctx, dr_args d, cudaStream_t stream)
+{
+    const int smem = 2 * Tile::SLOTS * kThreads * (int)sizeof(float4);
+    static int resident = 0;
+    if (!resident) {
+        auto kernel = recurrent_persistent<Tile, TILE>;
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        int per_sm = 0, sms = 0, dev = 0;
+        cudaGetDevice(&dev);
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem);
+        gdn_status st = cuda_check(ctx, "gdn_delta_rule");
+        if (st != GDN_OK)
+            return st;
+        resident = per_sm * sms > 0 ? per_sm * sms : 1;
+    }
+    d.tiles_per_head = (d.V + TILE - 1) / TILE;
+    d.tiles = d.tiles_per_head * d.HV * d.N;
+    const int64_t grid = d.tiles < resident ? d.tiles : resident;
+    recurrent_persistent<Tile, TILE><<<(unsigned)grid, kThreads, smem, stream>>>(d);
+    return cuda_check(ctx, "gdn_delta_rule");
 }
 
 } // namespace
@@ -299,10 +436,6 @@ extern "C" gdn_status cuda_check_delta_rule(gdn_context *ctx, const gdn_delta_ru
     if (p->K > kMaxK)
         return gdn_fail(ctx, GDN_ERR_UNSUPPORTED, fn, "K is %lld, expected <= %d on cuda",
                         (long long)p->K, kMaxK);
-    if (p->seqs.count > 65535 || p->HV > 65535)
-        return gdn_fail(ctx, GDN_ERR_UNSUPPORTED, fn,
-                        "%lld sequences x %lld value heads, expected at most 65535 of each on cuda",
-                        (long long)p->seqs.count, (long long)p->HV);
     if (!p->has_state)
         return GDN_OK;
     const gdn_tensor *s = &p->a.state;
@@ -326,29 +459,29 @@ extern "C" gdn_status cuda_delta_rule(gdn_context *ctx, const gdn_delta_rule_pro
                                       void *workspace)
 {
     (void)workspace;
-    int64_t N = p->seqs.count;
+    const int64_t N = p->seqs.count;
     if (N == 0)
         return GDN_OK;
     dr_args d;
     d.a = p->a;
     d.T = p->T, d.H = p->H, d.HV = p->HV, d.K = p->K, d.V = p->V, d.S = p->S;
     d.ratio = p->ratio;
+    d.N = N;
     d.scale = (float)p->scale;
     d.has_state = p->has_state;
-    dim3 grid((unsigned)((p->V + kTile - 1) / kTile), (unsigned)p->HV, (unsigned)N);
     cudaStream_t stream = cuda_stream(ctx);
-    if (p->a.state_layout == GDN_STATE_KV || !p->has_state) {
-        if (p->K <= 64)
-            recurrent_kv<64><<<grid, kThreads, 0, stream>>>(d);
-        else if (p->K <= 128)
-            recurrent_kv<128><<<grid, kThreads, 0, stream>>>(d);
-        else
-            recurrent_kv<256><<<grid, kThreads, 0, stream>>>(d);
-    } else {
-        if (p->K <= 128)
-            recurrent_vk<1><<<grid, kThreads, 0, stream>>>(d);
-        else
-            recurrent_vk<2><<<grid, kThreads, 0, stream>>>(d);
+    const bool kv = p->a.state_layout == GDN_STATE_KV || !p->has_state;
+    const int tile = decode_tile(p);
+    if (kv) {
+        if (tile == 64)
+            return p->K <= 64 ? launch<kv_tile<64, 64>, 64>(ctx, d, stream)
+                              : launch<kv_tile<128, 64>, 64>(ctx, d, stream);
+        return p->K <= 64    ? launch<kv_tile<64, 32>, 32>(ctx, d, stream)
+               : p->K <= 128 ? launch<kv_tile<128, 32>, 32>(ctx, d, stream)
+                             : launch<kv_tile<256, 32>, 32>(ctx, d, stream);
     }
-    return cuda_check(ctx, "gdn_delta_rule");
+    if (tile == 64)
+        return launch<vk_tile<128, 64>, 64>(ctx, d, stream);
+    return p->K <= 128 ? launch<vk_tile<128, 32>, 32>(ctx, d, stream)
+                       : launch<vk_tile<256, 32>, 32>(ctx, d, stream);
 }
