@@ -17,15 +17,8 @@ ctest --test-dir build --output-on-failure > "$out/ctest.log" 2>&1; ctest_rc=$?
 grep -E "tests passed|Failed|Skipped|\(Failed\)|\*\*\*" "$out/ctest.log"
 ./build/tools/gdn check --backend cuda > "$out/check_cuda.txt" 2>&1; check_rc=$?
 tail -3 "$out/check_cuda.txt"
-# the decode kernel's 64-wide tile is chosen only for large batches: test it explicitly too
-GDN_CUDA_DECODE_TILE=64 ./build/tests/test_cuda > "$out/test_cuda_tile64.txt" 2>&1; tile64_rc=$?
-tail -1 "$out/test_cuda_tile64.txt"
-for layout in kv vk; do
-  for tile in 32 64; do
-    echo "== bench, $layout state, decode tile forced to $tile"
-    GDN_CUDA_DECODE_TILE=$tile ./build/tools/gdn bench --backend cuda --layout $layout 2>/dev/null | tail -4
-  done
-done
+echo "== bench, VK state layout"
+./build/tools/gdn bench --backend cuda --layout vk --json "$out/bench_cuda_vk.json" 2>/dev/null | tail -5
 ./build/tools/gdn bench --backend cuda --json "$out/bench_cuda.json" > "$out/bench_cuda.txt" 2>&1
 ./build/tools/gdn demo --backend cuda --dtype bf16 > "$out/demo_cuda.txt" 2>&1; demo_rc=$?
 fla_rc=skipped
@@ -34,7 +27,7 @@ if [ -d .fla/fla ]; then
     > "$out/fla_decode.txt" 2>&1; fla_rc=$?
 fi
 echo
-echo "== summary: ctest rc=$ctest_rc  check rc=$check_rc  tile64 test rc=$tile64_rc  demo rc=$demo_rc  fla rc=$fla_rc"
+echo "== summary: ctest rc=$ctest_rc  check rc=$check_rc  demo rc=$demo_rc  fla rc=$fla_rc"
 cat "$out/demo_cuda.txt" | tail -9
 cat "$out/bench_cuda.txt" | tail -7
 [ -f "$out/fla_decode.txt" ] && tail -8 "$out/fla_decode.txt"
