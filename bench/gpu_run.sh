@@ -17,6 +17,7 @@ ctest --test-dir build --output-on-failure > "$out/ctest.log" 2>&1; ctest_rc=$?
 grep -E "tests passed|Failed|Skipped|\(Failed\)|\*\*\*" "$out/ctest.log"
 ./build/tools/gdn check --backend cuda > "$out/check_cuda.txt" 2>&1; check_rc=$?
 tail -3 "$out/check_cuda.txt"
+for tile in 32 64; do echo "== bench, KV state, tile $tile"; GDN_CUDA_DECODE_TILE=$tile ./build/tools/gdn bench --backend cuda 2>/dev/null | tail -4; done
 echo "== bench, VK state layout"
 ./build/tools/gdn bench --backend cuda --layout vk --json "$out/bench_cuda_vk.json" 2>/dev/null | tail -5
 ./build/tools/gdn bench --backend cuda --json "$out/bench_cuda.json" > "$out/bench_cuda.txt" 2>&1
