@@ -31,5 +31,5 @@ echo
 echo "== summary: ctest rc=$ctest_rc  check rc=$check_rc  demo rc=$demo_rc  fla rc=$fla_rc"
 cat "$out/demo_cuda.txt" | tail -9
 cat "$out/bench_cuda.txt" | tail -7
-[ -f "$out/fla_decode.txt" ] && tail -8 "$out/fla_decode.txt"
+[ -f "$out/fla_decode.txt" ] && tail -9 "$out/fla_decode.txt"
 exit 0

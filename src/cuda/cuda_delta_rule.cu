@@ -353,11 +353,11 @@ struct vk_tile {
 
 // Resident blocks per SM the register budget must allow: with the tile in shared memory there
 // is nothing worth holding in registers across the two passes, and more resident blocks mean
-// more state in flight. 16 KiB tiles: 7 blocks (<= 72 registers); 32 KiB tiles: 6.
-__host__ __device__ constexpr int min_blocks(int slots) { return slots <= 8 ? 7 : slots <= 16 ? 6 : 4; }
+// more state in flight. 16 KiB tiles: 6 blocks (<= 85 registers); 32 KiB tiles: 5 (<= 102).
+__host__ __device__ constexpr int min_blocks(int slots) { return slots <= 8 ? 6 : slots <= 16 ? 5 : 4; }
 
-template <class Tile, int TILE>
-__global__ void __launch_bounds__(kThreads, min_blocks(Tile::SLOTS)) recurrent_tiles(const dr_args p)
+template <class Tile, int TILE, int MINB>
+__global__ void __launch_bounds__(kThreads, MINB) recurrent_tiles(const dr_args p)
 {
     __shared__ float4 slots[Tile::SLOTS * kThreads];
     __shared__ token_smem sm;
@@ -390,7 +390,8 @@ gdn_status launch(gdn_context *ctx, dr_args d, cudaStream_t stream)
 {
     d.tiles_per_head = (d.V + TILE - 1) / TILE;
     d.tiles = d.tiles_per_head * d.HV * d.N;
-    recurrent_tiles<Tile, TILE><<<(unsigned)d.tiles, kThreads, 0, stream>>>(d);
+    recurrent_tiles<Tile, TILE, min_blocks(Tile::SLOTS)><<<(unsigned)d.tiles, kThreads, 0,
+                                                           stream>>>(d);
     return cuda_check(ctx, "gdn_delta_rule");
 }
 
