@@ -180,7 +180,8 @@ GDN_API const char *gdn_backend_name(gdn_backend backend);
 /* 1 if the backend is compiled in and usable on this machine, else 0. */
 GDN_API int gdn_backend_available(gdn_backend backend);
 
-/* Worker threads the context uses (1 for ref; 0 for a NULL ctx). */
+/* Worker threads the context uses (1 for ref; 0 for cuda, which runs on the GPU, and for a
+ * NULL ctx). */
 GDN_API int gdn_context_num_threads(const gdn_context *ctx);
 
 /* Sets the cudaStream_t later ops are enqueued on (ignored by host backends). */
