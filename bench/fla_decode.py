@@ -15,8 +15,9 @@ import types
 import torch
 from triton.testing import do_bench
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import gdn_ctypes as g  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "python"))
+import gdn  # noqa: E402  (the package in python/, libgdn from GDN_LIBRARY)
 
 H, HV, K, V = 16, 32, 128, 128
 
@@ -78,8 +79,6 @@ def main():
     torch.manual_seed(0)
     dev = "cuda"
     fla = import_fla()
-    lib = g.load()
-    ctx = g.Context(lib)
     rows = []
     for B in (1, 16, 64, 256):
         q = torch.randn(B, 1, H, K, device=dev, dtype=torch.bfloat16)
@@ -91,13 +90,12 @@ def main():
         R = max(2, -(-(256 << 20) // per_call))
         h0s = [0.1 * torch.randn(B, HV, K, V, device=dev) for _ in range(R)]
         pools = [h.clone() for h in h0s]
-        out = torch.empty(B, 1, HV, V, device=dev, dtype=torch.bfloat16)
 
         o_ref, s_ref = reference(q, k, v, gg, beta, h0s[0])
         o_fla, s_fla = fla(q, k, v, g=gg, beta=beta, initial_state=h0s[0], output_final_state=True,
                            use_qk_l2norm_in_kernel=True)
-        ctx.delta_rule(q=q, k=k, v=v, g=gg, beta=beta, out=out, state=pools[0], qk_l2norm=1,
-                       algorithm=g.ALGO_RECURRENT)
+        out, _ = gdn.fused_recurrent_gated_delta_rule(q, k, v, gg, beta, state_pool=pools[0],
+                                                      use_qk_l2norm_in_kernel=True)
         torch.cuda.synchronize()
         errs = {"gdn_vs_ref": rel(out, o_ref), "fla_vs_ref": rel(o_fla, o_ref),
                 "gdn_vs_fla": rel(out, o_fla), "gdn_state_vs_ref": rel(pools[0], s_ref),
@@ -108,12 +106,12 @@ def main():
                 use_qk_l2norm_in_kernel=True)
 
         def run_gdn(i):
-            ctx.delta_rule(q=q, k=k, v=v, g=gg, beta=beta, out=out, state=pools[i % R],
-                           qk_l2norm=1, algorithm=g.ALGO_RECURRENT)
+            gdn.fused_recurrent_gated_delta_rule(q, k, v, gg, beta, state_pool=pools[i % R],
+                                                 use_qk_l2norm_in_kernel=True)
 
         t_fla, t_gdn = graph_time_us(run_fla), graph_time_us(run_gdn)
         # eager: one call after another from Python, as triton.testing.do_bench times it (this
-        # includes each side's host overhead: FLA's wrapper and Triton launch, our ctypes glue)
+        # includes each side's host overhead: FLA's wrapper and Triton launch, gdn's ctypes path)
         e_fla = do_bench(lambda: run_fla(0), warmup=25, rep=200, return_mode="median") * 1e3
         e_gdn = do_bench(lambda: run_gdn(0), warmup=25, rep=200, return_mode="median") * 1e3
         row = {"op": "decode", "B": B, "H": H, "HV": HV, "K": K, "V": V, "dtype": "bf16",

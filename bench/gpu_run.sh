@@ -22,13 +22,21 @@ echo "== bench, VK state layout"
 ./build/tools/gdn bench --backend cuda --layout vk --json "$out/bench_cuda_vk.json" 2>/dev/null | tail -5
 ./build/tools/gdn bench --backend cuda --json "$out/bench_cuda.json" > "$out/bench_cuda.txt" 2>&1
 ./build/tools/gdn demo --backend cuda --dtype bf16 > "$out/demo_cuda.txt" 2>&1; demo_rc=$?
+py_rc=skipped
+if python3 -c "import pytest, numpy, torch" 2>/dev/null; then
+  GDN_LIBRARY=build/libgdn.so PYTHONPATH=python python3 -m pytest -q -p no:cacheprovider \
+    python/tests > "$out/pytest.txt" 2>&1; py_rc=$?
+  tail -3 "$out/pytest.txt"
+else
+  echo "python tests: pytest/numpy/torch not importable here"
+fi
 fla_rc=skipped
 if [ -d .fla/fla ]; then
   GDN_LIBRARY=build/libgdn.so PYTHONUNBUFFERED=1 python3 bench/fla_decode.py "$out/fla_decode.json" \
     > "$out/fla_decode.txt" 2>&1; fla_rc=$?
 fi
 echo
-echo "== summary: ctest rc=$ctest_rc  check rc=$check_rc  demo rc=$demo_rc  fla rc=$fla_rc"
+echo "== summary: ctest rc=$ctest_rc  check rc=$check_rc  demo rc=$demo_rc  pytest rc=$py_rc  fla rc=$fla_rc"
 cat "$out/demo_cuda.txt" | tail -9
 cat "$out/bench_cuda.txt" | tail -7
 [ -f "$out/fla_decode.txt" ] && tail -9 "$out/fla_decode.txt"

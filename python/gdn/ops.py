@@ -1,0 +1,306 @@
+"""FLA- and causal-conv1d-compatible functions over NumPy arrays and torch tensors.
+
+Every function takes arrays in libgdn's layouts (token-major, last dimension contiguous, any other
+strides), allocates its outputs in the caller's framework and device, and runs on:
+  - the cuda backend for CUDA tensors, on torch's current stream;
+  - the best host backend otherwise (`backend=` overrides: "ref", "cpu", "auto").
+Errors raise gdn.GdnError (gdn.GdnValueError for bad arguments) with libgdn's message.
+"""
+import ctypes
+
+import numpy as np
+
+from . import _lib
+from ._lib import ALGORITHMS, GdnValueError, check, describe, lib
+
+ACT_SILU, ACT_NONE = 0, 1
+
+
+def _activation(name):
+    if name in (None, "none", "identity"):
+        return ACT_NONE
+    if name in ("silu", "swish"):
+        return ACT_SILU
+    raise ValueError(f"activation is {name!r}, expected None, 'silu' or 'swish'")
+
+
+def _sigmoid(x, scale):
+    if _lib.is_torch(x):
+        return scale * _lib.torch.sigmoid(x.float())
+    return (scale / (1.0 + np.exp(-x.astype(np.float64)))).astype(np.float32)
+
+
+def _gating_params(A, dt_bias, a_form, threshold, allow_neg_eigval):
+    p = lib.gdn_gating_default_params()
+    p.A = describe(A, "A_log")
+    p.dt_bias = describe(dt_bias, "dt_bias")
+    if a_form not in ("A_log", "neg_exp"):
+        raise ValueError(f"a_form is {a_form!r}, expected 'A_log' or 'neg_exp' (GGUF ssm_a)")
+    p.a_form = 0 if a_form == "A_log" else 1
+    p.softplus_threshold = threshold
+    p.allow_neg_eigval = int(bool(allow_neg_eigval))
+    return p
+
+
+# ---- the gated delta rule -------------------------------------------------------------------
+
+def _delta_rule(q, k, v, g, beta, scale, initial_state, output_final_state,
+                use_qk_l2norm_in_kernel, use_gate_in_kernel, A_log, dt_bias,
+                use_beta_sigmoid_in_kernel, allow_neg_eigval, state_v_first, cu_seqlens,
+                state_pool, state_indices, has_initial_state, gva, chunk_size, algorithm, backend):
+    dev = _lib.common_device(q, k, v, g, beta, initial_state, state_pool, A_log, dt_bias)
+    ctx = _lib.context(backend, dev)
+    B, T, H, K = q.shape
+    HV, V = v.shape[2], v.shape[3]
+    cu = _lib.on_device_of(cu_seqlens, q)  # lists and host arrays are accepted too
+    N = B if cu is None else cu.shape[0] - 1
+    if beta is None:
+        beta = _lib.zeros(q, (B, T, HV), _lib.float32_of(q)) + 1.0
+    gate_in_kernel = bool(use_gate_in_kernel)
+    if gate_in_kernel != bool(use_beta_sigmoid_in_kernel):
+        # libgdn gates g and beta together; do the half that is asked for alone here
+        if gate_in_kernel:
+            g = fused_gdn_gating(A_log, g, None, dt_bias, backend=backend)[0]
+            gate_in_kernel = False
+        else:
+            beta = _sigmoid(beta, 2.0 if allow_neg_eigval else 1.0)
+    if state_pool is not None and initial_state is not None:
+        raise ValueError("pass initial_state (FLA style) or state_pool (in place), not both")
+    pool = state_pool
+    if pool is None and (initial_state is not None or output_final_state):
+        shape = (N, HV, V, K) if state_v_first else (N, HV, K, V)
+        if initial_state is not None:
+            pool = (initial_state.float().clone() if _lib.is_torch(initial_state)
+                    else np.array(initial_state, dtype=np.float32))
+        else:
+            pool = _lib.zeros(q, shape, _lib.float32_of(q))
+    o = _lib.empty(v, v.shape)
+    slots = _lib.on_device_of(state_indices, q)
+    flags = _lib.on_device_of(has_initial_state, q)
+    a = lib.gdn_delta_rule_default_args()
+    keep = (q, k, v, g, beta, o, pool, cu, slots, flags, A_log, dt_bias)  # alive until the call
+    a.q, a.k, a.v = describe(q, "q"), describe(k, "k"), describe(v, "v")
+    a.g, a.beta, a.out = describe(g, "g"), describe(beta, "beta"), describe(o, "out")
+    a.state, a.state_slots = describe(pool, "state"), describe(slots, "state_indices")
+    a.has_initial_state = describe(flags, "has_initial_state")
+    a.cu_seqlens = describe(cu, "cu_seqlens")
+    a.scale = 0.0 if scale is None else float(scale)
+    a.state_layout = 1 if state_v_first else 0
+    if gva not in ("block", "tiled"):
+        raise ValueError(f"gva is {gva!r}, expected 'block' (FLA, HF) or 'tiled' (ggml, GGUF)")
+    a.gva = 0 if gva == "block" else 1
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm is {algorithm!r}, expected one of {sorted(ALGORITHMS)}")
+    a.algorithm = ALGORITHMS[algorithm]
+    a.chunk_size = int(chunk_size or 0)
+    a.qk_l2norm = int(bool(use_qk_l2norm_in_kernel))
+    a.gate_in_kernel = int(gate_in_kernel)
+    if gate_in_kernel:
+        a.gating = _gating_params(A_log, dt_bias, "A_log", 20.0, allow_neg_eigval)
+    check(lib.gdn_delta_rule(ctx, ctypes.byref(a)), ctx)
+    del keep
+    return o, (pool if output_final_state else None)
+
+
+def _reject_unknown(kwargs, allowed_none=("cu_seqlens_cpu", "chunk_indices", "cp_context")):
+    for name, value in kwargs.items():
+        if name not in allowed_none:
+            raise TypeError(f"unexpected keyword argument {name!r}")
+        if value is not None and name == "cp_context":
+            raise ValueError("cp_context (context parallelism) is not supported")
+
+
+def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None,
+                           output_final_state=False, use_qk_l2norm_in_kernel=False,
+                           use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False,
+                           state_v_first=False, cu_seqlens=None, *, use_gate_in_kernel=False,
+                           A_log=None, dt_bias=None, state_pool=None, state_indices=None,
+                           has_initial_state=None, gva="block", chunk_size=64,
+                           algorithm="auto", backend=None, **kwargs):
+    """Prefill: FLA's chunk_gated_delta_rule. q, k [B, T, H, K]; v [B, T, HV, V]; g, beta
+    [B, T, HV]; initial_state [N, HV, K, V] ([N, HV, V, K] with state_v_first). Returns
+    (o [B, T, HV, V], final_state or None); scale None or 0 means 1/sqrt(K). algorithm="auto"
+    lets the backend choose (chunked
+    where it has it). libgdn extras: state_pool (updated in place) with state_indices (slot per
+    sequence, -1 = skip) and has_initial_state; gva="tiled"; chunk_size; backend."""
+    _reject_unknown(kwargs)
+    return _delta_rule(q, k, v, g, beta, scale, initial_state, output_final_state,
+                       use_qk_l2norm_in_kernel, use_gate_in_kernel, A_log, dt_bias,
+                       use_beta_sigmoid_in_kernel, allow_neg_eigval, state_v_first, cu_seqlens,
+                       state_pool, state_indices, has_initial_state, gva, chunk_size, algorithm,
+                       backend)
+
+
+def fused_recurrent_gated_delta_rule(q, k, v, g=None, beta=None, scale=None, initial_state=None,
+                                     output_final_state=False, use_qk_l2norm_in_kernel=False,
+                                     use_gate_in_kernel=False, A_log=None, dt_bias=None,
+                                     use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False,
+                                     state_v_first=False, cu_seqlens=None, *, state_pool=None,
+                                     state_indices=None, has_initial_state=None, gva="block",
+                                     backend=None, **kwargs):
+    """Decode and short calls: FLA's fused_recurrent_gated_delta_rule (same arguments and
+    returns as chunk_gated_delta_rule; gk/gv per-channel gates are not supported)."""
+    for name in ("gk", "gv"):
+        if kwargs.pop(name, None) is not None:
+            raise ValueError(f"{name} (per-channel gates) is not supported by libgdn")
+    _reject_unknown(kwargs)
+    return _delta_rule(q, k, v, g, beta, scale, initial_state, output_final_state,
+                       use_qk_l2norm_in_kernel, use_gate_in_kernel, A_log, dt_bias,
+                       use_beta_sigmoid_in_kernel, allow_neg_eigval, state_v_first, cu_seqlens,
+                       state_pool, state_indices, has_initial_state, gva, 0, "recurrent",
+                       backend)
+
+
+# ---- gating, norms ---------------------------------------------------------------------------
+
+def fused_gdn_gating(A_log, a, b, dt_bias=None, beta=1.0, threshold=20.0, *,
+                     allow_neg_eigval=False, a_form="A_log", backend=None):
+    """g = -exp(A_log) * softplus(a + dt_bias) and beta = sigmoid(b) (2 sigmoid(b) with
+    allow_neg_eigval), in float32, shaped like a. b may be None (then beta is None).
+    a_form="neg_exp" takes GGUF's ssm_a = -exp(A_log) in place of A_log."""
+    if beta != 1.0:
+        raise ValueError("softplus beta other than 1.0 is not supported")
+    dev = _lib.common_device(A_log, a, b, dt_bias)
+    ctx = _lib.context(backend, dev)
+    g_out = _lib.empty(a, a.shape, _lib.float32_of(a))
+    beta_out = None if b is None else _lib.empty(a, a.shape, _lib.float32_of(a))
+    p = _gating_params(A_log, dt_bias, a_form, threshold, allow_neg_eigval)
+    ta, tb, tg, tbeta = (describe(a, "a"), describe(b, "b"), describe(g_out, "g_out"),
+                         describe(beta_out, "beta_out"))
+    check(lib.gdn_gating(ctx, ctypes.byref(ta), ctypes.byref(tb), ctypes.byref(p),
+                         ctypes.byref(tg), ctypes.byref(tbeta)), ctx)
+    return g_out, beta_out
+
+
+def l2norm(x, eps=1e-6, *, backend=None):
+    """x / sqrt(sum(x^2) + eps) over the last dimension, in x's dtype."""
+    ctx = _lib.context(backend, _lib.device_of(x))
+    out = _lib.empty(x, x.shape)
+    tx, to = describe(x, "x"), describe(out, "out")
+    check(lib.gdn_l2norm(ctx, ctypes.byref(tx), ctypes.byref(to), eps), ctx)
+    return out
+
+
+def rms_norm_gated(x, g, weight, bias=None, activation="swish", residual=None, prenorm=False,
+                   residual_in_fp32=False, eps=1e-6, *, norm_before_gate=True,
+                   weight_offset=False, backend=None):
+    """FLA's rms_norm_gated: x / sqrt(mean(x^2) + eps) * weight * silu(g) over the last
+    dimension (norm_before_gate=False: rmsnorm(x * silu(g)) * weight; weight_offset: 1 + w).
+    g may be None (no gate). bias, residual and prenorm are not supported."""
+    if bias is not None or residual is not None or prenorm:
+        raise ValueError("bias, residual and prenorm are not supported by libgdn's gated RMSNorm")
+    if _activation(activation) != ACT_SILU:
+        raise ValueError("only the swish/silu gate is supported")
+    del residual_in_fp32
+    ctx = _lib.context(backend, _lib.common_device(x, g, weight))
+    out = _lib.empty(x, x.shape)
+    a = lib.gdn_rmsnorm_default_args()
+    a.x, a.z, a.weight, a.out = (describe(x, "x"), describe(g, "g"), describe(weight, "weight"),
+                                 describe(out, "out"))
+    a.eps = eps
+    a.weight_offset = int(bool(weight_offset))
+    a.norm_before_gate = int(bool(norm_before_gate))
+    check(lib.gdn_rmsnorm_gated(ctx, ctypes.byref(a)), ctx)
+    return out
+
+
+# ---- causal conv1d ---------------------------------------------------------------------------
+
+def _weight_2d(weight):
+    return weight.reshape(weight.shape[0], weight.shape[-1]) if weight.ndim == 3 else weight
+
+
+def _last_dim_contiguous(x):
+    """x itself when its last dimension is contiguous (as libgdn requires), else a copy."""
+    stride = x.stride()[-1] if _lib.is_torch(x) else x.strides[-1] // x.itemsize
+    if stride != 1 and x.shape[-1] > 1:
+        x = x.contiguous() if _lib.is_torch(x) else np.ascontiguousarray(x)
+    return x
+
+
+def _channels_last(x):
+    """x [B, C, T] (causal-conv1d) as the [B, T, C] view libgdn reads; a copy only if the
+    channels are not contiguous."""
+    return _last_dim_contiguous(x.transpose(-1, -2) if _lib.is_torch(x) else np.swapaxes(x, -1, -2))
+
+
+def causal_conv1d_fn(x, weight, bias=None, seq_idx=None, initial_states=None,
+                     return_final_states=False, final_states_out=None, activation=None, *,
+                     conv_states=None, cache_indices=None, has_initial_state=None,
+                     query_start_loc=None, backend=None):
+    """causal-conv1d's causal_conv1d_fn. x [B, C, T] (or [C, T_total] with query_start_loc for
+    varlen, as vLLM), weight [C, W]; initial_states / final states [B, C, W-1]. Returns out shaped
+    like x (and the final states when return_final_states). libgdn extras: conv_states
+    [S, C, W-1] updated in place, with cache_indices (slot per sequence, -1 = skip) and
+    has_initial_state."""
+    if seq_idx is not None:
+        raise ValueError("seq_idx is not supported: use query_start_loc (varlen offsets)")
+    if initial_states is not None and conv_states is not None:
+        raise ValueError("pass initial_states or conv_states, not both")
+    varlen = x.ndim == 2
+    if varlen and query_start_loc is None:
+        raise ValueError("a 2-D x [C, T_total] needs query_start_loc")
+    xt = _channels_last(x[None] if varlen else x)  # [B, T, C]
+    weight = _weight_2d(weight)
+    B, T, C = xt.shape
+    W = weight.shape[-1]
+    N = B if not varlen else query_start_loc.shape[0] - 1
+    pool = conv_states
+    if pool is None and (initial_states is not None or return_final_states):
+        if initial_states is not None:
+            pool = final_states_out if final_states_out is not None else _lib.empty(
+                initial_states, initial_states.shape)
+            pool[...] = initial_states
+        else:
+            pool = (final_states_out if final_states_out is not None
+                    else _lib.zeros(x, (N, C, W - 1), x.dtype))
+            pool[...] = 0
+    out = _lib.empty(x, (B, T, C))
+    ctx = _lib.context(backend, _lib.common_device(x, weight, bias, pool))
+    cu = _lib.on_device_of(query_start_loc, x)
+    slots = _lib.on_device_of(cache_indices, x)
+    flags = _lib.on_device_of(has_initial_state, x)
+    a = lib.gdn_conv1d_default_args()
+    keep = (xt, weight, bias, out, pool, cu, slots, flags)
+    a.x, a.weight, a.bias, a.out = (describe(xt, "x"), describe(weight, "weight"),
+                                    describe(bias, "bias"), describe(out, "out"))
+    a.conv_state, a.state_slots = describe(pool, "conv_states"), describe(slots, "cache_indices")
+    a.has_initial_state = describe(flags, "has_initial_state")
+    a.cu_seqlens = describe(cu, "query_start_loc")
+    a.activation = _activation(activation)
+    check(lib.gdn_conv1d(ctx, ctypes.byref(a)), ctx)
+    del keep
+    y = out.transpose(-1, -2) if _lib.is_torch(out) else np.swapaxes(out, -1, -2)
+    y = y[0] if varlen else y
+    return (y, pool) if return_final_states else y
+
+
+def causal_conv1d_update(x, conv_state, weight, bias=None, activation=None, cache_seqlens=None,
+                         conv_state_indices=None, *, backend=None):
+    """causal-conv1d's causal_conv1d_update for one token: x [B, C] (or [B, C, 1]);
+    conv_state [S, C, W-1] updated in place (row conv_state_indices[b], or b; -1 = skip).
+    Returns out shaped like x."""
+    if cache_seqlens is not None:
+        raise ValueError("cache_seqlens (circular conv state) is not supported")
+    squeeze = x.ndim == 3
+    if squeeze and x.shape[-1] != 1:
+        raise ValueError("causal_conv1d_update takes one token per sequence (x [B, C] or [B, C, 1])")
+    x2 = _last_dim_contiguous(x[..., 0] if squeeze else x)  # e.g. x[:, :, t] of a [B, C, T] x
+    weight = _weight_2d(weight)
+    if conv_state.shape[-1] != weight.shape[-1] - 1:
+        raise ValueError(f"conv_state has {conv_state.shape[-1]} columns, expected width - 1 = "
+                         f"{weight.shape[-1] - 1}")
+    ctx = _lib.context(backend, _lib.common_device(x, conv_state, weight, bias))
+    out = _lib.empty(x2, x2.shape)
+    slots = _lib.on_device_of(conv_state_indices, x)
+    a = lib.gdn_conv1d_update_default_args()
+    keep = (x2, weight, bias, out, conv_state, slots)
+    a.x, a.weight, a.bias, a.out = (describe(x2, "x"), describe(weight, "weight"),
+                                    describe(bias, "bias"), describe(out, "out"))
+    a.conv_state, a.state_slots = (describe(conv_state, "conv_state"),
+                                   describe(slots, "conv_state_indices"))
+    a.activation = _activation(activation)
+    check(lib.gdn_conv1d_update(ctx, ctypes.byref(a)), ctx)
+    del keep
+    return out[..., None] if squeeze else out
+
