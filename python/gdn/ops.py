@@ -119,9 +119,8 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None,
                            algorithm="auto", backend=None, **kwargs):
     """Prefill: FLA's chunk_gated_delta_rule. q, k [B, T, H, K]; v [B, T, HV, V]; g, beta
     [B, T, HV]; initial_state [N, HV, K, V] ([N, HV, V, K] with state_v_first). Returns
-    (o [B, T, HV, V], final_state or None); scale None or 0 means 1/sqrt(K). algorithm="auto"
-    lets the backend choose (chunked
-    where it has it). libgdn extras: state_pool (updated in place) with state_indices (slot per
+    (o [B, T, HV, V], final_state or None); scale None or 0 means 1/sqrt(K).
+    algorithm="auto" lets the backend choose (chunked where it has it). libgdn extras: state_pool (updated in place) with state_indices (slot per
     sequence, -1 = skip) and has_initial_state; gva="tiled"; chunk_size; backend."""
     _reject_unknown(kwargs)
     return _delta_rule(q, k, v, g, beta, scale, initial_state, output_final_state,
