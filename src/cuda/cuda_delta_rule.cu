@@ -121,7 +121,7 @@ __device__ token_scalars stage_token(const dr_args &p, token_smem &sm, int64_t r
 
 // One tile of work: which head and value range, where its state lives, which tokens it runs.
 struct tile_task {
-    int hv, vbase, kh;  // 32-bit: these index heads and columns, and registers are scarce
+    int64_t hv, vbase, kh;
     seq_info seq;
     bool init;     // starts from the pool (else from zeros)
     float *state;  // this head's state in the pool (null without a pool)
@@ -134,9 +134,9 @@ __device__ bool tile_task_for(const dr_args &p, int64_t id, int tile, tile_task 
     if (id >= p.tiles)
         return false;
     const gdn_delta_rule_args &a = p.a;
-    t.vbase = (int)((id % p.tiles_per_head) * tile);
+    t.vbase = (id % p.tiles_per_head) * tile;
     const int64_t nh = id / p.tiles_per_head, n = nh / p.HV;
-    t.hv = (int)(nh % p.HV);
+    t.hv = nh % p.HV;
     t.state = nullptr;
     if (p.has_state) {
         int64_t slot = seq_slot(a.state_slots, n, p.S);
@@ -148,7 +148,7 @@ __device__ bool tile_task_for(const dr_args &p, int64_t id, int tile, tile_task 
     t.seq = seq_span(a.cu_seqlens, p.T, n);
     t.init = p.has_state &&
              (!a.has_initial_state.data || ld_index(a.has_initial_state, n) != 0);
-    t.kh = (int)(a.gva == GDN_GVA_BLOCK ? t.hv / p.ratio : t.hv % p.H);
+    t.kh = a.gva == GDN_GVA_BLOCK ? t.hv / p.ratio : t.hv % p.H;
     return true;
 }
 
@@ -354,7 +354,7 @@ struct vk_tile {
 // Resident blocks per SM the register budget must allow: with the tile in shared memory there
 // is nothing worth holding in registers across the two passes, and more resident blocks mean
 // more state in flight. 16 KiB tiles: 6 blocks (<= 85 registers); 32 KiB tiles: 5 (<= 102).
-__host__ __device__ constexpr int min_blocks(int slots) { return slots <= 8 ? 6 : slots <= 16 ? 6 : 4; }
+__host__ __device__ constexpr int min_blocks(int slots) { return slots <= 8 ? 6 : slots <= 16 ? 5 : 4; }
 
 template <class Tile, int TILE, int MINB>
 __global__ void __launch_bounds__(kThreads, MINB) recurrent_tiles(const dr_args p)
