@@ -52,11 +52,9 @@ __device__ __forceinline__ void cp_async16(void *smem, const void *gmem)
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem));
 }
 
-// Waits for this thread's cp.async copies (the template keeps the door open to pipelining).
-template <int pending>
-__device__ __forceinline__ void cp_async_wait()
+// Waits for all of this thread's cp.async copies.
+__device__ __forceinline__ void cp_async_wait_all()
 {
-    static_assert(pending == 0, "only wait_all is used");
     asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
 
@@ -183,7 +181,7 @@ struct kv_tile {
             const bool last = s + 1 == t.seq.len;
             const token_scalars ts = stage_token<TILE>(p, sm, t.seq.row, tok, t.hv, t.kh, t.vbase);
             if (s == 0)
-                cp_async_wait<0>(); // this thread's slots have arrived
+                cp_async_wait_all(); // this thread's slots have arrived
             float pk[4] = {0.0f, 0.0f, 0.0f, 0.0f}, pq[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
             for (int i = 0; i < SLOTS; i++) {
@@ -241,7 +239,7 @@ struct kv_tile {
             __syncthreads(); // the next token reuses sm
         }
         if (t.seq.len == 0 && t.state && vok) { // an empty sequence still writes its state
-            cp_async_wait<0>();
+            cp_async_wait_all();
 #pragma unroll
             for (int i = 0; i < SLOTS; i++) {
                 int k = kg + KG * i;
@@ -285,7 +283,7 @@ struct vk_tile {
             const bool last = s + 1 == t.seq.len;
             const token_scalars ts = stage_token<TILE>(p, sm, t.seq.row, tok, t.hv, t.kh, t.vbase);
             if (s == 0)
-                cp_async_wait<0>();
+                cp_async_wait_all();
             float kk[M][4], qq[M][4];
 #pragma unroll
             for (int m = 0; m < M; m++)
@@ -336,7 +334,7 @@ struct vk_tile {
             __syncthreads(); // the next token reuses sm
         }
         if (t.seq.len == 0 && t.state) { // an empty sequence still writes its state
-            cp_async_wait<0>();
+            cp_async_wait_all();
 #pragma unroll
             for (int i = 0; i < R; i++)
 #pragma unroll
