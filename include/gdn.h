@@ -180,9 +180,14 @@ GDN_API const char *gdn_backend_name(gdn_backend backend);
 /* 1 if the backend is compiled in and usable on this machine, else 0. */
 GDN_API int gdn_backend_available(gdn_backend backend);
 
-/* Worker threads the context uses (1 for ref; 0 for cuda, which runs on the GPU, and for a
- * NULL ctx). */
+/* Worker threads the context uses (1 for ref; the pool size for cpu; 0 for cuda, which runs on
+ * the GPU, and for a NULL ctx). */
 GDN_API int gdn_context_num_threads(const gdn_context *ctx);
+
+/* The CPU instruction-set level a cpu-backend context runs (chosen at creation from
+ * opts.cpu_isa, $GDN_CPU_ISA, or the best the CPU has; AMX runs the AVX-512 kernels until AMX
+ * ones exist). GDN_ISA_AUTO for other backends and for a NULL ctx. */
+GDN_API gdn_cpu_isa gdn_context_cpu_isa(const gdn_context *ctx);
 
 /* Sets the cudaStream_t later ops are enqueued on (ignored by host backends). */
 GDN_API gdn_status gdn_context_set_stream(gdn_context *ctx, void *stream);

@@ -161,6 +161,16 @@ int cmd_info(int argc, char **argv)
             if (f & feats[i].bit)
                 printf("%s ", feats[i].name);
         printf("%s\n", f ? "" : "(none beyond the baseline)");
+        gdn_context_options co = gdn_context_default_options();
+        co.backend = GDN_BACKEND_CPU;
+        co.num_threads = o.threads;
+        gdn_context *cpu = NULL;
+        if (gdn_context_create(&cpu, &co) == GDN_OK) {
+            static const char *isa[] = {"auto", "scalar", "avx2", "avx512", "amx"};
+            printf("cpu backend:  %s kernels, %d threads (GDN_CPU_ISA overrides)\n",
+                   isa[gdn_context_cpu_isa(cpu)], gdn_context_num_threads(cpu));
+            gdn_context_destroy(cpu);
+        }
         printf("cuda devices: %d\n", ndev);
         for (int d = 0; d < ndev; d++) {
             char name[256];

@@ -44,6 +44,7 @@ static const gdn_backend_ops *backend_ops(gdn_backend backend)
 {
     switch (backend) {
     case GDN_BACKEND_REF: return &gdn_ref_backend;
+    case GDN_BACKEND_CPU: return &gdn_cpu_backend;
 #ifdef GDN_HAVE_CUDA
     case GDN_BACKEND_CUDA: return &gdn_cuda_backend;
 #endif
@@ -134,7 +135,16 @@ int gdn_context_num_threads(const gdn_context *ctx)
 {
     if (!ctx)
         return 0;
-    return ctx->ops->id == GDN_BACKEND_REF ? 1 : ctx->opts.num_threads;
+    switch (ctx->ops->id) {
+    case GDN_BACKEND_REF: return 1;
+    case GDN_BACKEND_CPU: return gdn_cpu_backend_threads(ctx);
+    default: return 0;
+    }
+}
+
+gdn_cpu_isa gdn_context_cpu_isa(const gdn_context *ctx)
+{
+    return ctx && ctx->ops->id == GDN_BACKEND_CPU ? gdn_cpu_backend_isa(ctx) : GDN_ISA_AUTO;
 }
 
 static gdn_status null_ctx(const char *fn)

@@ -1,0 +1,24 @@
+/* The CPU backend: a thread pool, a runtime-selected ISA level and kernels compiled once per
+ * level (cpu_recurrent_<isa>.c share cpu_recurrent_impl.h). */
+#ifndef GDN_CPU_H
+#define GDN_CPU_H
+
+#include "../core/gdn_internal.h"
+#include "cpu_pool.h"
+
+typedef struct cpu_backend_state {
+    cpu_pool *pool;
+    gdn_cpu_isa isa;  /* active level: SCALAR, AVX2 or AVX512 */
+} cpu_backend_state;
+
+/* One (sequence, value head) of the fused recurrent delta rule, at most two passes over the
+ * state per token, in place in the pool when its last dimension is contiguous f32. `scratch`
+ * holds cpu_recurrent_scratch_floats() floats. */
+typedef void (*cpu_recurrent_fn)(const gdn_delta_rule_problem *p, int64_t n, int64_t hv,
+                                 float *scratch);
+size_t cpu_recurrent_scratch_floats(const gdn_delta_rule_problem *p);
+void cpu_recurrent_scalar(const gdn_delta_rule_problem *p, int64_t n, int64_t hv, float *scratch);
+void cpu_recurrent_avx2(const gdn_delta_rule_problem *p, int64_t n, int64_t hv, float *scratch);
+void cpu_recurrent_avx512(const gdn_delta_rule_problem *p, int64_t n, int64_t hv, float *scratch);
+
+#endif

@@ -1,0 +1,161 @@
+/* The CPU backend's op table: a thread pool per context, the ISA level chosen at creation, and
+ * the fused recurrent delta rule split over (sequence, value head) tasks (what GDN_ALGO_AUTO and
+ * GDN_ALGO_RECURRENT run). Not specialised yet: an explicit GDN_ALGO_CHUNKED, conv, gating and
+ * the norms run the reference code (exact, float64, single-threaded). */
+#define _POSIX_C_SOURCE 200809L
+#include "cpu.h"
+
+#include "../ref/ref.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *isa_name(gdn_cpu_isa isa)
+{
+    switch (isa) {
+    case GDN_ISA_SCALAR: return "scalar";
+    case GDN_ISA_AVX2: return "avx2";
+    case GDN_ISA_AVX512: return "avx512";
+    case GDN_ISA_AMX: return "amx";
+    default: return "auto";
+    }
+}
+
+static bool isa_supported(gdn_cpu_isa isa)
+{
+    unsigned f = gdn_cpu_features();
+    switch (isa) {
+    case GDN_ISA_SCALAR: return true;
+    case GDN_ISA_AVX2: return (f & GDN_CPU_AVX2) != 0;
+    case GDN_ISA_AVX512: return (f & GDN_CPU_AVX512F) && (f & GDN_CPU_AVX2);
+    case GDN_ISA_AMX: return (f & GDN_CPU_AMX_BF16) != 0;
+    default: return false;
+    }
+}
+
+/* The level to run: the context's request, else $GDN_CPU_ISA, else the best the CPU has. AMX has
+ * no kernels of its own yet and runs the AVX-512 ones. */
+static gdn_status choose_isa(gdn_context *ctx, gdn_cpu_isa *out)
+{
+    gdn_cpu_isa want = ctx->opts.cpu_isa;
+    const char *env = getenv("GDN_CPU_ISA");
+    if (want == GDN_ISA_AUTO && env && *env) {
+        static const gdn_cpu_isa all[] = {GDN_ISA_SCALAR, GDN_ISA_AVX2, GDN_ISA_AVX512,
+                                          GDN_ISA_AMX};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            if (!strcmp(env, isa_name(all[i])))
+                want = all[i];
+        if (want == GDN_ISA_AUTO)
+            return gdn_fail(ctx, GDN_ERR_VALUE, "gdn_context_create",
+                            "GDN_CPU_ISA is '%s', expected scalar, avx2, avx512 or amx", env);
+    }
+    if (want == GDN_ISA_AUTO)
+        want = isa_supported(GDN_ISA_AVX512) ? GDN_ISA_AVX512
+               : isa_supported(GDN_ISA_AVX2) ? GDN_ISA_AVX2
+                                             : GDN_ISA_SCALAR;
+    if (!isa_supported(want))
+        return gdn_fail(ctx, GDN_ERR_BACKEND, "gdn_context_create",
+                        "cpu ISA level %s is not available on this CPU (gdn info lists its "
+                        "features)", isa_name(want));
+    *out = want == GDN_ISA_AMX ? GDN_ISA_AVX512 : want;
+    return GDN_OK;
+}
+
+static gdn_status cpu_init(gdn_context *ctx)
+{
+    cpu_backend_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return gdn_fail(ctx, GDN_ERR_NO_MEMORY, "gdn_context_create", "out of memory");
+    gdn_status st = choose_isa(ctx, &s->isa);
+    if (st != GDN_OK) {
+        free(s);
+        return st;
+    }
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = ctx->opts.num_threads ? ctx->opts.num_threads : (int)(online > 0 ? online : 1);
+    s->pool = cpu_pool_create(threads);
+    if (!s->pool) {
+        free(s);
+        return gdn_fail(ctx, GDN_ERR_NO_MEMORY, "gdn_context_create", "cannot start %d threads",
+                        threads);
+    }
+    ctx->backend_state = s;
+    return GDN_OK;
+}
+
+static void cpu_fini(gdn_context *ctx)
+{
+    cpu_backend_state *s = ctx->backend_state;
+    if (s)
+        cpu_pool_destroy(s->pool);
+    free(s);
+}
+
+size_t cpu_recurrent_scratch_floats(const gdn_delta_rule_problem *p)
+{
+    /* q, k, v, k^T S, q^T S, u, and a staged K x V state; padded to keep workers 64 B apart */
+    return (size_t)(2 * p->K + 4 * p->V + p->K * p->V + 16);
+}
+
+static size_t cpu_delta_rule_workspace(const gdn_context *ctx, const gdn_delta_rule_problem *p)
+{
+    const cpu_backend_state *s = ctx->backend_state;
+    if (p->a.algorithm == GDN_ALGO_CHUNKED)
+        return ref_delta_rule_workspace(ctx, p);
+    return (size_t)cpu_pool_threads(s->pool) * cpu_recurrent_scratch_floats(p) * sizeof(float);
+}
+
+typedef struct recurrent_job {
+    const gdn_delta_rule_problem *p;
+    cpu_recurrent_fn kernel;
+    float *scratch;
+    size_t per_worker;
+} recurrent_job;
+
+static void recurrent_task(void *arg, int64_t task, int worker)
+{
+    const recurrent_job *j = arg;
+    j->kernel(j->p, task / j->p->HV, task % j->p->HV, j->scratch + (size_t)worker * j->per_worker);
+}
+
+static gdn_status cpu_delta_rule(gdn_context *ctx, const gdn_delta_rule_problem *p,
+                                 void *workspace)
+{
+    const cpu_backend_state *s = ctx->backend_state;
+    if (p->a.algorithm == GDN_ALGO_CHUNKED)
+        return ref_delta_rule(ctx, p, workspace);
+    recurrent_job j = {p, cpu_recurrent_scalar, workspace, cpu_recurrent_scratch_floats(p)};
+    if (s->isa == GDN_ISA_AVX512)
+        j.kernel = cpu_recurrent_avx512;
+    else if (s->isa == GDN_ISA_AVX2)
+        j.kernel = cpu_recurrent_avx2;
+    cpu_pool_run(s->pool, p->seqs.count * p->HV, recurrent_task, &j);
+    return GDN_OK;
+}
+
+const gdn_backend_ops gdn_cpu_backend = {
+    .id = GDN_BACKEND_CPU,
+    .name = "cpu",
+    .init = cpu_init,
+    .fini = cpu_fini,
+    .conv1d = ref_conv1d,
+    .conv1d_update = ref_conv1d_update,
+    .gating = ref_gating,
+    .l2norm = ref_l2norm,
+    .rmsnorm_gated = ref_rmsnorm_gated,
+    .delta_rule_workspace = cpu_delta_rule_workspace,
+    .delta_rule = cpu_delta_rule,
+};
+
+int gdn_cpu_backend_threads(const gdn_context *ctx)
+{
+    const cpu_backend_state *s = ctx->backend_state;
+    return s ? cpu_pool_threads(s->pool) : 0;
+}
+
+gdn_cpu_isa gdn_cpu_backend_isa(const gdn_context *ctx)
+{
+    const cpu_backend_state *s = ctx->backend_state;
+    return s ? s->isa : GDN_ISA_AUTO;
+}
