@@ -51,7 +51,6 @@ static void compare(gdn_context *ctx, delta_case *c, gdn_algorithm algo, double 
 static delta_config random_config(rng *r, int i)
 {
     static const int64_t dims[] = {16, 32, 64, 128, 256};
-    static const gdn_dtype dts[] = {GDN_F32, GDN_BF16, GDN_F16};
     static const int64_t lens[] = {0, 1, 37, 300, 5, 0, 2};
     delta_config f = delta_config_default();
     f.H = rng_int(r, 1, 3);
@@ -66,17 +65,8 @@ static delta_config random_config(rng *r, int i)
         f.nseq = 7;
         f.lens = lens;
     }
-    f.dtype = dts[rng_int(r, 0, 2)];
-    f.gate_dtype = rng_int(r, 0, 1) ? GDN_F32 : f.dtype;
-    f.index_dtype = rng_int(r, 0, 1) ? GDN_I32 : GDN_I64;
-    f.layout = (gdn_state_layout)rng_int(r, 0, 1);
-    f.gva = (gdn_gva)rng_int(r, 0, 1);
-    f.qk_l2norm = rng_int(r, 0, 1);
-    f.gate_in_kernel = rng_int(r, 0, 1);
-    f.fused_qkv = rng_int(r, 0, 1);
     f.pool = i % 6 != 5;
-    f.padding = f.pool && rng_int(r, 0, 1);
-    f.fresh_starts = f.pool && rng_int(r, 0, 1);
+    delta_config_random_options(&f, r);
     return f;
 }
 

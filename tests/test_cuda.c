@@ -53,7 +53,6 @@ static void compare_with_ref(delta_case *c)
 static void test_recurrent(rng *r)
 {
     static const int64_t ks[] = {16, 64, 128, 256}, vs[] = {16, 36, 128, 132};
-    static const gdn_dtype dts[] = {GDN_F32, GDN_BF16, GDN_F16};
     static const int64_t lens[] = {0, 1, 37, 5, 16, 0, 2};
     for (int i = 0; i < 24; i++) {
         delta_config f = delta_config_default();
@@ -67,18 +66,9 @@ static void test_recurrent(rng *r)
             f.nseq = 7;
             f.lens = lens;
         }
-        f.dtype = dts[rng_int(r, 0, 2)];
-        f.out_dtype = i % 3 ? GDN_F32 : f.dtype;
-        f.gate_dtype = rng_int(r, 0, 1) ? GDN_F32 : f.dtype;
-        f.index_dtype = rng_int(r, 0, 1) ? GDN_I32 : GDN_I64;
-        f.layout = (gdn_state_layout)rng_int(r, 0, 1);
-        f.gva = (gdn_gva)rng_int(r, 0, 1);
-        f.qk_l2norm = rng_int(r, 0, 1);
-        f.gate_in_kernel = rng_int(r, 0, 1);
-        f.fused_qkv = rng_int(r, 0, 1);
         f.pool = i % 6 != 5;
-        f.padding = f.pool && rng_int(r, 0, 1);
-        f.fresh_starts = f.pool && rng_int(r, 0, 1);
+        delta_config_random_options(&f, r);
+        f.out_dtype = i % 3 ? GDN_F32 : f.dtype;
         delta_case c;
         delta_case_init(&c, &f, r);
         compare_with_ref(&c);

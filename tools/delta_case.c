@@ -21,6 +21,21 @@ delta_config delta_config_default(void)
     return c;
 }
 
+void delta_config_random_options(delta_config *f, rng *r)
+{
+    static const gdn_dtype dts[] = {GDN_F32, GDN_BF16, GDN_F16};
+    f->dtype = dts[rng_int(r, 0, 2)];
+    f->gate_dtype = rng_int(r, 0, 1) ? GDN_F32 : f->dtype;
+    f->index_dtype = rng_int(r, 0, 1) ? GDN_I32 : GDN_I64;
+    f->layout = (gdn_state_layout)rng_int(r, 0, 1);
+    f->gva = (gdn_gva)rng_int(r, 0, 1);
+    f->qk_l2norm = rng_int(r, 0, 1);
+    f->gate_in_kernel = rng_int(r, 0, 1);
+    f->fused_qkv = rng_int(r, 0, 1);
+    f->padding = f->pool && rng_int(r, 0, 1);
+    f->fresh_starts = f->pool && rng_int(r, 0, 1);
+}
+
 static gdn_tensor alloc4(gdn_dtype dt, int64_t a, int64_t b, int64_t c, int64_t d)
 {
     int64_t s[4] = {a, b, c, d};

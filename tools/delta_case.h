@@ -29,6 +29,9 @@ typedef struct delta_config {
 
 /* Defaults: one sequence of 16 tokens, H = HV = 1, K = V = 16, f32 everywhere, no pool. */
 delta_config delta_config_default(void);
+/* Draws every option of f at random (dtypes, index dtype, layout, GVA, L2 norm, gating, fused
+ * q/k/v, padding and fresh starts when there is a pool); shapes and f->pool are left alone. */
+void delta_config_random_options(delta_config *f, rng *r);
 
 typedef struct delta_case {
     delta_config cfg;
