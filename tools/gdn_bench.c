@@ -1,4 +1,6 @@
-/* gdn bench: decode throughput of the fused recurrent delta rule, one JSON object per row.
+/* gdn bench: decode throughput of the fused recurrent delta rule, one JSON object per row (the
+ * cpu backend's rows, prefill and decode against the four-pass baseline, are in
+ * gdn_bench_cpu.c).
  *
  * Decode rows: B sequences of one token, HV = 32 value heads, H = 16 key heads, K = V = 128,
  * bf16 q/k/v/out, f32 state in a pool, q/k L2 norm in the kernel. The state dominates the
@@ -149,6 +151,11 @@ int cmd_bench(int argc, char **argv)
     if (!ctx)
         return 1;
     gdn_backend be = gdn_context_backend(ctx);
+    if (be == GDN_BACKEND_CPU) {
+        int rc = bench_cpu(ctx, o.json, json_path, o.seed);
+        gdn_context_destroy(ctx);
+        return rc;
+    }
     bool device = be == GDN_BACKEND_CUDA;
     void *stream = device ? dev_stream_new() : NULL;
     gdn_context_set_stream(ctx, stream);

@@ -8,6 +8,8 @@ int cmd_info(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+/* gdn bench's rows for the cpu backend (gdn_bench_cpu.c). */
+int bench_cpu(gdn_context *ctx, bool json, const char *json_path, uint64_t seed);
 
 /* Options every subcommand shares. */
 typedef struct tool_options {

@@ -1,0 +1,115 @@
+/* Body of the baseline, compiled once for AVX-512 and once for the baseline ISA
+ * (bench_baseline_avx512.c, bench_baseline_generic.c); BASELINE_NAME names the entry points. */
+#include "bench_baseline.h"
+
+#include <pthread.h>
+#include <string.h>
+#include <math.h>
+
+#define CAT2(a, b) a##b
+#define CAT(a, b) CAT2(a, b)
+
+static void scale_row(float *x, float a, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        x[i] *= a;
+}
+
+static void axpy(float *y, float a, const float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] += a * x[i];
+}
+
+/* One (sequence, head): four passes over S per token. */
+static void head(const baseline_problem *p, int64_t n, int64_t h, float *tmp)
+{
+    const int64_t K = p->K, V = p->V, kh = h / (p->HV / p->H);
+    float *S = p->state + (n * p->HV + h) * K * V, *ks = tmp, *u = tmp + V;
+    for (int64_t t = 0; t < p->T; t++) {
+        const float *q = p->q + ((n * p->T + t) * p->H + kh) * K;
+        const float *k = p->k + ((n * p->T + t) * p->H + kh) * K;
+        const float *v = p->v + ((n * p->T + t) * p->HV + h) * V;
+        float *o = p->out + ((n * p->T + t) * p->HV + h) * V;
+        const float a = expf(p->g[(n * p->T + t) * p->HV + h]);
+        const float b = p->beta[(n * p->T + t) * p->HV + h];
+        for (int64_t i = 0; i < K; i++) /* pass 1: decay */
+            scale_row(S + i * V, a, V);
+        memset(ks, 0, (size_t)V * sizeof *ks); /* pass 2: read k^T S */
+        for (int64_t i = 0; i < K; i++)
+            axpy(ks, k[i], S + i * V, V);
+        for (int64_t j = 0; j < V; j++)
+            u[j] = b * (v[j] - ks[j]);
+        for (int64_t i = 0; i < K; i++) /* pass 3: write */
+            axpy(S + i * V, k[i], u, V);
+        memset(o, 0, (size_t)V * sizeof *o); /* pass 4: output */
+        for (int64_t i = 0; i < K; i++)
+            axpy(o, p->scale * q[i], S + i * V, V);
+    }
+}
+
+typedef struct job {
+    const baseline_problem *p;
+    int threads, id;
+} job;
+
+static void *worker(void *arg)
+{
+    job *j = arg;
+    float tmp[2 * 1024];
+    for (int64_t task = j->id; task < j->p->N * j->p->HV; task += j->threads)
+        head(j->p, task / j->p->HV, task % j->p->HV, tmp);
+    return NULL;
+}
+
+void CAT(BASELINE_NAME, _run)(const baseline_problem *p, int threads)
+{
+    pthread_t tid[64];
+    job jobs[64];
+    if (threads > 64)
+        threads = 64;
+    for (int i = 0; i < threads; i++) {
+        jobs[i] = (job){p, threads, i};
+        if (i)
+            pthread_create(&tid[i], NULL, worker, &jobs[i]);
+    }
+    worker(&jobs[0]);
+    for (int i = 1; i < threads; i++)
+        pthread_join(tid[i], NULL);
+}
+
+/* 12 independent vector FMA chains per thread, long enough to hide thread start-up. */
+typedef float pv __attribute__((vector_size(PEAK_LANES * sizeof(float))));
+
+static void *peak_worker(void *arg)
+{
+    volatile float *sink = arg;
+    pv acc[12], x = (pv){0} + 1.0000001f, y = (pv){0} + 0.9999999f;
+    for (int j = 0; j < 12; j++)
+        acc[j] = (pv){0} + (float)j;
+    for (long it = 0; it < 20000000L; it++)
+#pragma GCC unroll 12
+        for (int j = 0; j < 12; j++)
+            acc[j] = acc[j] * x + y;
+    float s = 0.0f;
+    for (int j = 0; j < 12; j++)
+        s += acc[j][0];
+    *sink = s;
+    return NULL;
+}
+
+double CAT(BASELINE_NAME, _fma_peak)(int threads, double (*clock)(void))
+{
+    pthread_t tid[64];
+    volatile float sink[64];
+    if (threads > 64)
+        threads = 64;
+    double t0 = clock();
+    for (int i = 1; i < threads; i++)
+        pthread_create(&tid[i], NULL, peak_worker, (void *)&sink[i]);
+    peak_worker((void *)&sink[0]);
+    for (int i = 1; i < threads; i++)
+        pthread_join(tid[i], NULL);
+    double s = clock() - t0;
+    return 2.0 * 12 * PEAK_LANES * 20000000.0 * threads / s * 1e-9;
+}

@@ -1,0 +1,189 @@
+/* gdn bench on the cpu backend: the CPU issue's rows, each against the four-pass f32 baseline
+ * on the same shape and threads in the same run, and against an f32 FMA peak measured first.
+ *
+ * Rows: prefill T in {1024, 4096, 16384} x HV in {32, 8} x dtype in {f32, bf16} (one sequence),
+ * decode B in {1, 16, 64} (f32); H = HV / 2, K = V = 128, f32 state, unit-norm keys.
+ * Counting: the recurrence's own multiply-adds, 4 K V per token and head (decay, read, write,
+ * output), 2 flops each, for ours and the baseline alike. Times are the best of a few runs
+ * (this machine is shared). */
+#include "bench_baseline.h"
+#include "gdn_tool.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+enum { DK = 128, DV = 128 };
+
+typedef struct cpu_row {
+    const char *op;
+    gdn_dtype dtype;
+    int64_t B, T, H, HV;
+    double ms, base_ms, gflops;
+} cpu_row;
+
+/* Unit-norm rows of a [.., K] f32 buffer, drawn normal. */
+static void unit_rows(float *x, int64_t rows, int64_t K, rng *r)
+{
+    for (int64_t i = 0; i < rows; i++) {
+        double ss = 0.0;
+        for (int64_t j = 0; j < K; j++) {
+            x[i * K + j] = (float)rng_normal(r);
+            ss += (double)x[i * K + j] * x[i * K + j];
+        }
+        for (int64_t j = 0; j < K; j++)
+            x[i * K + j] = (float)(x[i * K + j] / sqrt(ss));
+    }
+}
+
+static double best_of(int reps, void (*fn)(void *), void *arg)
+{
+    double best = 1e30;
+    for (int i = 0; i < reps; i++) {
+        double t0 = now_seconds();
+        fn(arg);
+        double t = now_seconds() - t0;
+        best = t < best ? t : best;
+    }
+    return best * 1e3;
+}
+
+typedef struct run_ctx {
+    gdn_context *ctx;
+    gdn_delta_rule_args args;
+    baseline_problem base;
+    int threads;
+    gdn_status status;
+} run_ctx;
+
+static void run_ours(void *p)
+{
+    run_ctx *r = p;
+    gdn_status st = gdn_delta_rule(r->ctx, &r->args);
+    if (st != GDN_OK)
+        r->status = st;
+}
+
+static void run_base(void *p)
+{
+    run_ctx *r = p;
+    baseline_run(&r->base, r->threads);
+}
+
+/* One row: N sequences of T tokens through libgdn (inputs in dtype) and the baseline (f32). */
+static int bench_row(gdn_context *ctx, int threads, cpu_row *row, rng *r)
+{
+    const int64_t N = row->B, T = row->T, H = row->H, HV = row->HV;
+    int64_t qs[4] = {N, T, H, DK}, vs[4] = {N, T, HV, DV}, gs[3] = {N, T, HV};
+    int64_t ps[4] = {N, HV, DK, DV};
+    gdn_tensor qf = tensor_alloc(GDN_F32, 4, qs), kf = tensor_alloc(GDN_F32, 4, qs);
+    gdn_tensor vf = tensor_alloc(GDN_F32, 4, vs), of = tensor_alloc(GDN_F32, 4, vs);
+    gdn_tensor g = tensor_alloc(GDN_F32, 3, gs), beta = tensor_alloc(GDN_F32, 3, gs);
+    gdn_tensor pool = tensor_alloc(GDN_F32, 4, ps), pool_b = tensor_alloc(GDN_F32, 4, ps);
+    unit_rows(qf.data, N * T * H, DK, r);
+    unit_rows(kf.data, N * T * H, DK, r);
+    tensor_fill_normal(&vf, r, 1.0);
+    tensor_fill_uniform(&g, r, -0.3, 0.0);
+    tensor_fill_uniform(&beta, r, 0.1, 0.9);
+    gdn_tensor q = qf, k = kf, v = vf, o = of; /* bf16 rows: converted copies, same values */
+    if (row->dtype != GDN_F32) {
+        q = tensor_alloc(row->dtype, 4, qs), k = tensor_alloc(row->dtype, 4, qs);
+        v = tensor_alloc(row->dtype, 4, vs), o = tensor_alloc(row->dtype, 4, vs);
+        tensor_copy(&q, &qf), tensor_copy(&k, &kf), tensor_copy(&v, &vf);
+    }
+    run_ctx rc;
+    memset(&rc, 0, sizeof rc);
+    rc.ctx = ctx;
+    rc.threads = threads;
+    rc.args = gdn_delta_rule_default_args();
+    rc.args.q = q, rc.args.k = k, rc.args.v = v, rc.args.g = g, rc.args.beta = beta;
+    rc.args.out = o, rc.args.state = pool;
+    rc.base = (baseline_problem){N, T, H, HV, DK, DV, qf.data, kf.data, vf.data, g.data,
+                                 beta.data, of.data, pool_b.data, (float)(1.0 / sqrt(DK))};
+    const int reps = T * N >= 4096 ? 2 : 5;
+    run_ours(&rc); /* warm up: workspace, pages */
+    row->ms = best_of(reps, run_ours, &rc);
+    run_base(&rc);
+    row->base_ms = best_of(reps, run_base, &rc);
+    row->gflops = 8.0 * (double)(N * T * HV) * DK * DV / (row->ms * 1e6);
+    if (row->dtype != GDN_F32) {
+        gdn_tensor *own[] = {&q, &k, &v, &o};
+        for (size_t i = 0; i < 4; i++)
+            tensor_free(own[i]);
+    }
+    gdn_tensor *all[] = {&qf, &kf, &vf, &of, &g, &beta, &pool, &pool_b};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        tensor_free(all[i]);
+    if (rc.status != GDN_OK) {
+        fprintf(stderr, "gdn bench: %s\n", gdn_last_error(ctx));
+        return 1;
+    }
+    return 0;
+}
+
+int bench_cpu(gdn_context *ctx, bool json, const char *json_path, uint64_t seed)
+{
+    const int threads = gdn_context_num_threads(ctx);
+    static const char *isa_names[] = {"auto", "scalar", "avx2", "avx512", "amx"};
+    const char *isa = isa_names[gdn_context_cpu_isa(ctx)];
+    if (!json)
+        fprintf(stderr, "[gdn bench] measuring the f32 FMA peak on %d threads\n", threads);
+    const double peak = baseline_fma_peak_gflops(threads);
+    cpu_row rows[16];
+    int n = 0;
+    static const int64_t Ts[] = {1024, 4096, 16384}, HVs[] = {32, 8};
+    static const gdn_dtype dts[] = {GDN_F32, GDN_BF16};
+    for (int t = 0; t < 3; t++)
+        for (int h = 0; h < 2; h++)
+            for (int d = 0; d < 2; d++)
+                rows[n++] = (cpu_row){"prefill", dts[d], 1, Ts[t], HVs[h] / 2, HVs[h], 0, 0, 0};
+    static const int64_t Bs[] = {1, 16, 64};
+    for (int b = 0; b < 3; b++)
+        rows[n++] = (cpu_row){"decode", GDN_F32, Bs[b], 1, 16, 32, 0, 0, 0};
+    rng r = rng_seed(seed);
+    for (int i = 0; i < n; i++) {
+        if (!json)
+            fprintf(stderr, "[gdn bench] %s %s B=%lld T=%lld HV=%lld\n", rows[i].op,
+                    gdn_dtype_name(rows[i].dtype), (long long)rows[i].B, (long long)rows[i].T,
+                    (long long)rows[i].HV);
+        if (bench_row(ctx, threads, &rows[i], &r))
+            return 1;
+    }
+    FILE *jf = json_path ? fopen(json_path, "w") : (json ? stdout : NULL);
+    if (json_path && !jf) {
+        fprintf(stderr, "gdn bench: cannot write %s\n", json_path);
+        return 1;
+    }
+    if (jf) {
+        fprintf(jf, "[");
+        for (int i = 0; i < n; i++) {
+            const cpu_row *w = &rows[i];
+            fprintf(jf, "%s{\"op\": \"%s\", \"backend\": \"cpu\", \"isa\": \"%s\", \"dtype\": "
+                        "\"%s\", \"state_dtype\": \"f32\", \"B\": %lld, \"T\": %lld, \"H\": %lld, "
+                        "\"HV\": %lld, \"K\": %d, \"V\": %d, \"threads\": %d, \"ms\": %.4f, "
+                        "\"tokens_per_s\": %.1f, \"gflops\": %.2f, \"peak_gflops\": %.1f, "
+                        "\"peak_fraction\": %.4f, \"baseline_ms\": %.4f, \"vs_baseline\": %.3f}",
+                    i ? ",\n " : "", w->op, isa, gdn_dtype_name(w->dtype), (long long)w->B,
+                    (long long)w->T, (long long)w->H, (long long)w->HV, DK, DV, threads, w->ms,
+                    (double)(w->B * w->T) / (w->ms * 1e-3), w->gflops, peak, w->gflops / peak,
+                    w->base_ms, w->base_ms / w->ms);
+        }
+        fprintf(jf, "]\n");
+        if (json_path)
+            fclose(jf);
+    }
+    if (!json) {
+        printf("gdn bench: cpu backend (%s kernels, %d threads), K=V=128, H=HV/2, f32 state; "
+               "f32 FMA peak measured: %.1f GFLOP/s\n", isa, threads, peak);
+        printf("%-8s %-5s %4s %6s %4s %10s %12s %9s %9s %12s\n", "op", "dtype", "B", "T", "HV",
+               "ms", "tokens/s", "GFLOP/s", "peak_frac", "vs_baseline");
+        for (int i = 0; i < n; i++) {
+            const cpu_row *w = &rows[i];
+            printf("%-8s %-5s %4lld %6lld %4lld %10.3f %12.0f %9.1f %9.3f %12.2f\n", w->op,
+                   gdn_dtype_name(w->dtype), (long long)w->B, (long long)w->T, (long long)w->HV,
+                   w->ms, (double)(w->B * w->T) / (w->ms * 1e-3), w->gflops, w->gflops / peak,
+                   w->base_ms / w->ms);
+        }
+    }
+    return 0;
+}
