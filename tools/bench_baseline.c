@@ -17,7 +17,15 @@ void baseline_run(const baseline_problem *p, int threads)
     (avx512() ? baseline_avx512_run : baseline_generic_run)(p, threads);
 }
 
+/* The best of 5 runs: a peak is what the machine can do, and a shared machine only ever takes
+ * some of it away. */
 double baseline_fma_peak_gflops(int threads)
 {
-    return (avx512() ? baseline_avx512_fma_peak : baseline_generic_fma_peak)(threads, now_seconds);
+    double best = 0.0;
+    for (int i = 0; i < 5; i++) {
+        double g = (avx512() ? baseline_avx512_fma_peak : baseline_generic_fma_peak)(threads,
+                                                                                   now_seconds);
+        best = g > best ? g : best;
+    }
+    return best;
 }

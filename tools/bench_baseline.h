@@ -19,7 +19,7 @@ typedef struct baseline_problem {
 
 /* Runs the four-pass baseline on `threads` threads. */
 void baseline_run(const baseline_problem *p, int threads);
-/* Measured f32 FMA throughput of `threads` threads, in GFLOP/s (2 flops per FMA). */
+/* Measured f32 FMA throughput of `threads` threads, in GFLOP/s (2 flops per FMA), best of 5. */
 double baseline_fma_peak_gflops(int threads);
 
 #endif

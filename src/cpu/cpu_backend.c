@@ -94,8 +94,9 @@ static void cpu_fini(gdn_context *ctx)
 
 size_t cpu_recurrent_scratch_floats(const gdn_delta_rule_problem *p)
 {
-    /* q, k, v, k^T S, q^T S, u, and a staged K x V state; padded to keep workers 64 B apart */
-    return (size_t)(2 * p->K + 4 * p->V + p->K * p->V + 16);
+    /* q, k, v, k^T S, q^T S, u, a staged K x V state, the next token's q, k, v; padded to keep
+     * workers 64 B apart */
+    return (size_t)(4 * p->K + 5 * p->V + p->K * p->V + 16);
 }
 
 static size_t cpu_delta_rule_workspace(const gdn_context *ctx, const gdn_delta_rule_problem *p)

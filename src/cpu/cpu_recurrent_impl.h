@@ -149,6 +149,59 @@ static void step_kv(float *base, int64_t rs, int64_t K, int64_t V, const float *
     }
 }
 
+/* Token t's write fused with token t+1's read, in one sweep (KV layout): each row becomes
+ * decay S + k u^T and, while it is in registers, feeds next token's k'^T S and q'^T S. In prefill
+ * this halves the passes over the state. FUSED_VECS vectors of columns per block: the including
+ * file sets what the register file holds (u, r and 2 accumulators per vector, plus broadcasts). */
+#ifndef FUSED_VECS
+#define FUSED_VECS 2
+#endif
+
+static void write_step_kv(float *base, int64_t rs, int64_t K, int64_t V, const float *k,
+                          float decay, const float *u, const float *q1, const float *k1,
+                          float decay1, float *ks, float *qs)
+{
+    enum { W = FUSED_VECS * LANES };
+    const vf d = vsplat(decay);
+    int64_t v0 = 0;
+    for (; v0 + W <= V; v0 += W) {
+        vf uu[FUSED_VECS], a[FUSED_VECS], b[FUSED_VECS];
+#pragma GCC unroll 4
+        for (int j = 0; j < FUSED_VECS; j++) {
+            uu[j] = vload(u + v0 + j * LANES);
+            a[j] = b[j] = (vf){0};
+        }
+        for (int64_t i = 0; i < K; i++) {
+            float *r = base + i * rs + v0;
+            const vf kk = vsplat(k[i]), nk = vsplat(k1[i]), nq = vsplat(q1[i]);
+#pragma GCC unroll 4
+            for (int j = 0; j < FUSED_VECS; j++) {
+                const vf x = d * vload(r + j * LANES) + kk * uu[j];
+                vstore(r + j * LANES, x);
+                a[j] += nk * x;
+                b[j] += nq * x;
+            }
+        }
+        const vf d1 = vsplat(decay1);
+#pragma GCC unroll 4
+        for (int j = 0; j < FUSED_VECS; j++) {
+            vstore(ks + v0 + j * LANES, d1 * a[j]);
+            vstore(qs + v0 + j * LANES, d1 * b[j]);
+        }
+    }
+    for (; v0 < V; v0++) { /* columns past the last whole block */
+        float x = 0.0f, y = 0.0f;
+        for (int64_t i = 0; i < K; i++) {
+            float *r = base + i * rs + v0;
+            *r = decay * *r + k[i] * u[v0];
+            x += k1[i] * *r;
+            y += q1[i] * *r;
+        }
+        ks[v0] = decay1 * x;
+        qs[v0] = decay1 * y;
+    }
+}
+
 static void write_kv(float *base, int64_t rs, int64_t K, int64_t V, const float *k, float decay,
                      const float *u)
 {
@@ -215,16 +268,35 @@ void CPU_RECURRENT_NAME(const gdn_delta_rule_problem *p, int64_t n, int64_t hv, 
                 base[r * rs + c] =
                     init ? (float)gdn_load(&a->state, pool_off + r * st[2] + c * st[3]) : 0.0f;
 
-    for (int64_t t = t0; t < t0 + len; t++) {
-        float decay, beta;
-        const float qk = load_token(p, row, t, hv, kh, q, k, v, &decay, &beta);
+    /* In the KV layout each sweep also does the next token's read: q1/k1/v1 hold token t+1. */
+    float *q1 = staged + K * V, *k1 = q1 + K, *v1 = k1 + K;
+    float decay = 0.0f, beta = 0.0f, qk = 0.0f;
+    if (len > 0) {
+        qk = load_token(p, row, t0, hv, kh, q, k, v, &decay, &beta);
         (kv ? step_kv : step_vk)(base, rs, K, V, q, k, decay, ks, qs);
+    }
+    for (int64_t t = t0; t < t0 + len; t++) {
         const int64_t oo = row * a->out.stride[0] + t * a->out.stride[1] + hv * a->out.stride[2];
         for (int64_t j = 0; j < V; j++) {
             u[j] = beta * (v[j] - ks[j]);
             gdn_store(&a->out, oo + j, (double)((float)p->scale * (qs[j] + qk * u[j])));
         }
-        (kv ? write_kv : write_vk)(base, rs, K, V, k, decay, u);
+        if (t + 1 == t0 + len) {
+            (kv ? write_kv : write_vk)(base, rs, K, V, k, decay, u);
+            break;
+        }
+        float decay1, beta1;
+        const float qk1 = load_token(p, row, t + 1, hv, kh, q1, k1, v1, &decay1, &beta1);
+        if (kv) {
+            write_step_kv(base, rs, K, V, k, decay, u, q1, k1, decay1, ks, qs);
+        } else {
+            write_vk(base, rs, K, V, k, decay, u);
+            step_vk(base, rs, K, V, q1, k1, decay1, ks, qs);
+        }
+        memcpy(q, q1, (size_t)K * sizeof *q); /* token t+1 becomes the current one */
+        memcpy(k, k1, (size_t)K * sizeof *k);
+        memcpy(v, v1, (size_t)V * sizeof *v);
+        decay = decay1, beta = beta1, qk = qk1;
     }
     if (p->has_state && !in_place)
         for (int64_t r = 0; r < rows; r++)
