@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 extern int test_passed, test_failed;
 
@@ -81,8 +82,9 @@ static inline double err_value(const errsum *e)
 }
 
 /* Common start of a randomized test: a fresh seed (or GDN_SEED), printed so that a failure can
- * be replayed, and a reference-backend context. Returns false (after recording a failure) if the
- * context cannot be created. */
+ * be replayed, and a context on the reference backend, or on the host backend that
+ * GDN_TEST_BACKEND names ("cpu"): the same independent expectations then test that backend.
+ * Returns false (after recording a failure) if the context cannot be created. */
 static inline bool test_begin(gdn_context **ctx, rng *r)
 {
     uint64_t seed = fresh_seed();
@@ -91,9 +93,11 @@ static inline bool test_begin(gdn_context **ctx, rng *r)
     fflush(stdout);
     *r = rng_seed(seed);
     gdn_context_options o = gdn_context_default_options();
-    o.backend = GDN_BACKEND_REF;
+    const char *which = getenv("GDN_TEST_BACKEND");
+    o.backend = which && !strcmp(which, "cpu") ? GDN_BACKEND_CPU : GDN_BACKEND_REF;
+    printf("backend %s\n", gdn_backend_name(o.backend));
     gdn_status st = gdn_context_create(ctx, &o);
-    CHECK(st == GDN_OK, "gdn_context_create(ref): %s", gdn_last_error(NULL));
+    CHECK(st == GDN_OK, "gdn_context_create: %s", gdn_last_error(NULL));
     return st == GDN_OK;
 }
 

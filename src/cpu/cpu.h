@@ -17,6 +17,13 @@ typedef struct cpu_backend_state {
 typedef void (*cpu_recurrent_fn)(const gdn_delta_rule_problem *p, int64_t n, int64_t hv,
                                  float *scratch);
 size_t cpu_recurrent_scratch_floats(const gdn_delta_rule_problem *p);
+
+/* cpu_pointwise.c */
+gdn_status cpu_conv1d(gdn_context *ctx, const gdn_conv1d_problem *p);
+gdn_status cpu_conv1d_update(gdn_context *ctx, const gdn_conv1d_update_problem *p);
+gdn_status cpu_gating(gdn_context *ctx, const gdn_gating_problem *p);
+gdn_status cpu_l2norm(gdn_context *ctx, const gdn_l2norm_problem *p);
+gdn_status cpu_rmsnorm_gated(gdn_context *ctx, const gdn_rmsnorm_problem *p);
 void cpu_recurrent_scalar(const gdn_delta_rule_problem *p, int64_t n, int64_t hv, float *scratch);
 void cpu_recurrent_avx2(const gdn_delta_rule_problem *p, int64_t n, int64_t hv, float *scratch);
 void cpu_recurrent_avx512(const gdn_delta_rule_problem *p, int64_t n, int64_t hv, float *scratch);

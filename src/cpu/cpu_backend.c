@@ -1,7 +1,8 @@
-/* The CPU backend's op table: a thread pool per context, the ISA level chosen at creation, and
- * the fused recurrent delta rule split over (sequence, value head) tasks (what GDN_ALGO_AUTO and
- * GDN_ALGO_RECURRENT run). Not specialised yet: an explicit GDN_ALGO_CHUNKED, conv, gating and
- * the norms run the reference code (exact, float64, single-threaded). */
+/* The CPU backend's op table: a thread pool per context, the ISA level chosen at creation, the
+ * fused recurrent delta rule split over (sequence, value head) tasks (what GDN_ALGO_AUTO and
+ * GDN_ALGO_RECURRENT run), and conv, gating and norms split over rows (cpu_pointwise.c). Not
+ * specialised yet: an explicit GDN_ALGO_CHUNKED runs the reference code (exact, float64,
+ * single-threaded). */
 #define _POSIX_C_SOURCE 200809L
 #include "cpu.h"
 
@@ -140,11 +141,11 @@ const gdn_backend_ops gdn_cpu_backend = {
     .name = "cpu",
     .init = cpu_init,
     .fini = cpu_fini,
-    .conv1d = ref_conv1d,
-    .conv1d_update = ref_conv1d_update,
-    .gating = ref_gating,
-    .l2norm = ref_l2norm,
-    .rmsnorm_gated = ref_rmsnorm_gated,
+    .conv1d = cpu_conv1d,
+    .conv1d_update = cpu_conv1d_update,
+    .gating = cpu_gating,
+    .l2norm = cpu_l2norm,
+    .rmsnorm_gated = cpu_rmsnorm_gated,
     .delta_rule_workspace = cpu_delta_rule_workspace,
     .delta_rule = cpu_delta_rule,
 };
