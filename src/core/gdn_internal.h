@@ -48,6 +48,10 @@ typedef struct gdn_conv1d_update_problem {
     int64_t C, W;
 } gdn_conv1d_update_problem;
 
+/* Decode is prefill of one token per sequence that always continues its state: q becomes the
+ * conv1d problem that views x and out [N, C] as [N, 1, C] (backends may run it as such). */
+void gdn_conv1d_update_as_prefill(const gdn_conv1d_update_problem *p, gdn_conv1d_problem *q);
+
 typedef struct gdn_gating_problem {
     gdn_tensor a, b, g_out, beta_out;  /* b / beta_out absent together */
     gdn_gating_params p;

@@ -46,7 +46,7 @@ typedef struct conv_job {
     const gdn_conv1d_args *a;
     const gdn_seqs *seqs;
     int64_t C, W, blocks;
-    bool has_state, always_init;
+    bool has_state;
 } conv_job;
 
 static void conv_task(void *arg, int64_t task, int worker)
@@ -62,7 +62,7 @@ static void conv_task(void *arg, int64_t task, int worker)
         if (slot < 0)
             return; /* padding */
     }
-    const bool init = j->has_state && (j->always_init || gdn_seq_has_init(j->seqs, n));
+    const bool init = j->has_state && gdn_seq_has_init(j->seqs, n);
     int64_t row, t0, len;
     gdn_seq_span(j->seqs, n, &row, &t0, &len);
     float w[GDN_CONV_MAX_WIDTH][CH], win[GDN_CONV_MAX_WIDTH][CH], bias[CH], x[CH], y[CH];
@@ -100,39 +100,19 @@ static void conv_task(void *arg, int64_t task, int worker)
                           win[i][c]);
 }
 
-static gdn_status run_conv(gdn_context *ctx, const gdn_conv1d_args *a, const gdn_seqs *seqs,
-                           int64_t C, int64_t W, bool has_state, bool always_init)
+gdn_status cpu_conv1d(gdn_context *ctx, const gdn_conv1d_problem *p)
 {
-    conv_job j = {a, seqs, C, W, (C + CH - 1) / CH, has_state, always_init};
-    cpu_pool_run(pool_of(ctx), seqs->count * j.blocks, conv_task, &j);
+    conv_job j = {&p->a, &p->seqs, p->C, p->W, (p->C + CH - 1) / CH, p->has_state};
+    cpu_pool_run(pool_of(ctx), p->seqs.count * j.blocks, conv_task, &j);
     return GDN_OK;
 }
 
-gdn_status cpu_conv1d(gdn_context *ctx, const gdn_conv1d_problem *p)
-{
-    return run_conv(ctx, &p->a, &p->seqs, p->C, p->W, p->has_state, false);
-}
-
-/* Decode is one token per sequence that always continues its state: x [N, C] viewed as
- * [N, 1, C]. */
+/* Decode is prefill of one token per sequence that continues its state. */
 gdn_status cpu_conv1d_update(gdn_context *ctx, const gdn_conv1d_update_problem *p)
 {
-    const gdn_conv1d_update_args *u = &p->a;
-    gdn_conv1d_args a = gdn_conv1d_default_args();
-    a.x = u->x;
-    a.out = u->out;
-    gdn_tensor *views[2] = {&a.x, &a.out};
-    for (int i = 0; i < 2; i++) {
-        gdn_tensor *t = views[i];
-        t->ndim = 3;
-        t->shape[2] = t->shape[1], t->stride[2] = t->stride[1];
-        t->shape[1] = 1, t->stride[1] = 0;
-    }
-    a.weight = u->weight, a.bias = u->bias, a.conv_state = u->conv_state;
-    a.state_slots = u->state_slots, a.activation = u->activation;
-    gdn_seqs seqs = p->seqs;
-    seqs.slots = u->state_slots.data ? &a.state_slots : NULL;
-    return run_conv(ctx, &a, &seqs, p->C, p->W, true, true);
+    gdn_conv1d_problem q;
+    gdn_conv1d_update_as_prefill(p, &q);
+    return cpu_conv1d(ctx, &q);
 }
 
 /* ---- row ops: gating, L2 norm, gated RMSNorm ---------------------------------------------- */

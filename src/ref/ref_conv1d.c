@@ -50,34 +50,10 @@ gdn_status ref_conv1d(gdn_context *ctx, const gdn_conv1d_problem *p)
     return GDN_OK;
 }
 
-/* Decode is prefill of one token per sequence that always continues its state: view x [N, C]
- * as [N, 1, C] and run the same code. */
+/* Decode is prefill of one token per sequence that continues its state. */
 gdn_status ref_conv1d_update(gdn_context *ctx, const gdn_conv1d_update_problem *p)
 {
-    const gdn_conv1d_update_args *u = &p->a;
     gdn_conv1d_problem q;
-    memset(&q, 0, sizeof q);
-    q.a = gdn_conv1d_default_args();
-    q.a.x = u->x;
-    q.a.out = u->out;
-    gdn_tensor *views[2] = {&q.a.x, &q.a.out};
-    for (int i = 0; i < 2; i++) {
-        gdn_tensor *t = views[i];
-        t->ndim = 3;
-        t->shape[2] = t->shape[1];
-        t->stride[2] = t->stride[1];
-        t->shape[1] = 1;
-        t->stride[1] = 0;
-    }
-    q.a.weight = u->weight;
-    q.a.bias = u->bias;
-    q.a.conv_state = u->conv_state;
-    q.a.state_slots = u->state_slots;
-    q.a.activation = u->activation;
-    q.seqs = p->seqs;
-    q.seqs.slots = u->state_slots.data ? &q.a.state_slots : NULL;
-    q.C = p->C;
-    q.W = p->W;
-    q.has_state = true;
+    gdn_conv1d_update_as_prefill(p, &q);
     return ref_conv1d(ctx, &q);
 }
