@@ -6,6 +6,8 @@
 #include "../core/gdn_internal.h"
 #include "cpu_pool.h"
 
+#include <string.h>
+
 typedef struct cpu_backend_state {
     cpu_pool *pool;
     gdn_cpu_isa isa;  /* active level: SCALAR, AVX2 or AVX512 */
@@ -17,6 +19,17 @@ typedef struct cpu_backend_state {
 typedef void (*cpu_recurrent_fn)(const gdn_delta_rule_problem *p, int64_t n, int64_t hv,
                                  float *scratch);
 size_t cpu_recurrent_scratch_floats(const gdn_delta_rule_problem *p);
+
+/* Elements off .. off+n-1 of a float tensor's contiguous last dimension, as f32. */
+static inline void cpu_load_f32(const gdn_tensor *t, int64_t off, int64_t n, float *dst)
+{
+    if (t->dtype == GDN_F32) {
+        memcpy(dst, (const float *)t->data + off, (size_t)n * sizeof *dst);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = (float)gdn_load(t, off + i);
+}
 
 /* cpu_pointwise.c */
 gdn_status cpu_conv1d(gdn_context *ctx, const gdn_conv1d_problem *p);

@@ -12,16 +12,6 @@ enum { CH = 64 }; /* channels per conv task: one cache line of f32 per token, fo
 
 static float silu_f(float x) { return x / (1.0f + expf(-x)); }
 
-static void load_f32(const gdn_tensor *t, int64_t off, int64_t n, float *dst)
-{
-    if (t->dtype == GDN_F32) {
-        memcpy(dst, (const float *)t->data + off, (size_t)n * sizeof *dst);
-        return;
-    }
-    for (int64_t i = 0; i < n; i++)
-        dst[i] = (float)gdn_load(t, off + i);
-}
-
 static void store_f32(const gdn_tensor *t, int64_t off, int64_t n, const float *src)
 {
     if (t->dtype == GDN_F32) {
@@ -78,7 +68,7 @@ static void conv_task(void *arg, int64_t task, int worker)
                                                      i * st->stride[2])
                              : 0.0f;
     for (int64_t t = t0; t < t0 + len; t++) {
-        load_f32(&a->x, row * a->x.stride[0] + t * a->x.stride[1] + c0, nc, x);
+        cpu_load_f32(&a->x, row * a->x.stride[0] + t * a->x.stride[1] + c0, nc, x);
         for (int64_t c = 0; c < nc; c++)
             y[c] = bias[c] + w[W - 1][c] * x[c];
         for (int64_t i = 0; i < W - 1; i++)
@@ -147,9 +137,9 @@ static void gating_row(const void *pp, int64_t r, float *buf)
 {
     const gdn_gating_problem *p = pp;
     float *a = buf, *b = buf + p->HV;
-    load_f32(&p->a, gdn_row_offset(&p->a, r), p->HV, a);
+    cpu_load_f32(&p->a, gdn_row_offset(&p->a, r), p->HV, a);
     if (p->b.data)
-        load_f32(&p->b, gdn_row_offset(&p->b, r), p->HV, b);
+        cpu_load_f32(&p->b, gdn_row_offset(&p->b, r), p->HV, b);
     for (int64_t h = 0; h < p->HV; h++) { /* both inputs are read before either output is written */
         a[h] = (float)ref_gate_g(&p->p, h, a[h]);
         if (p->b.data)
@@ -171,7 +161,7 @@ gdn_status cpu_gating(gdn_context *ctx, const gdn_gating_problem *p)
 static void l2norm_row(const void *pp, int64_t r, float *x)
 {
     const gdn_l2norm_problem *p = pp;
-    load_f32(&p->x, gdn_row_offset(&p->x, r), p->D, x);
+    cpu_load_f32(&p->x, gdn_row_offset(&p->x, r), p->D, x);
     float ss = 0.0f;
     for (int64_t d = 0; d < p->D; d++)
         ss += x[d] * x[d];
@@ -195,9 +185,9 @@ static void rmsnorm_row(const void *pp, int64_t r, float *buf)
     const gdn_rmsnorm_args *a = &p->a;
     const int64_t D = p->D;
     float *x = buf, *gate = buf + D, *w = buf + 2 * D;
-    load_f32(&a->x, gdn_row_offset(&a->x, r), D, x);
+    cpu_load_f32(&a->x, gdn_row_offset(&a->x, r), D, x);
     if (a->z.data) {
-        load_f32(&a->z, gdn_row_offset(&a->z, r), D, gate);
+        cpu_load_f32(&a->z, gdn_row_offset(&a->z, r), D, gate);
         for (int64_t d = 0; d < D; d++)
             gate[d] = silu_f(gate[d]);
     } else {

@@ -10,6 +10,8 @@
  * f32; otherwise it is staged in scratch. */
 #include "cpu.h"
 
+#include "../ref/ref.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -39,16 +41,6 @@ static inline float vsum(vf v) /* a fixed order, so every level rounds the same 
     return s;
 }
 
-static void load_row(const gdn_tensor *t, int64_t off, int64_t n, float *dst)
-{
-    if (t->dtype == GDN_F32) {
-        memcpy(dst, (const float *)t->data + off, (size_t)n * sizeof *dst);
-        return;
-    }
-    for (int64_t i = 0; i < n; i++)
-        dst[i] = (float)gdn_load(t, off + i);
-}
-
 static float dot(const float *x, const float *y, int64_t n)
 {
     vf acc = {0};
@@ -61,22 +53,15 @@ static float dot(const float *x, const float *y, int64_t n)
     return s;
 }
 
-static float softplus_f(float x, float threshold)
-{
-    if (x > threshold)
-        return x;
-    return x > 0.0f ? x + log1pf(expf(-x)) : log1pf(expf(x));
-}
-
 /* q, k (normalised when asked), v, the decay and beta of token `tok`; returns q . k. */
 static float load_token(const gdn_delta_rule_problem *p, int64_t row, int64_t tok, int64_t hv,
                         int64_t kh, float *q, float *k, float *v, float *decay, float *beta)
 {
     const gdn_delta_rule_args *a = &p->a;
     const int64_t K = p->K;
-    load_row(&a->q, row * a->q.stride[0] + tok * a->q.stride[1] + kh * a->q.stride[2], K, q);
-    load_row(&a->k, row * a->k.stride[0] + tok * a->k.stride[1] + kh * a->k.stride[2], K, k);
-    load_row(&a->v, row * a->v.stride[0] + tok * a->v.stride[1] + hv * a->v.stride[2], p->V, v);
+    cpu_load_f32(&a->q, row * a->q.stride[0] + tok * a->q.stride[1] + kh * a->q.stride[2], K, q);
+    cpu_load_f32(&a->k, row * a->k.stride[0] + tok * a->k.stride[1] + kh * a->k.stride[2], K, k);
+    cpu_load_f32(&a->v, row * a->v.stride[0] + tok * a->v.stride[1] + hv * a->v.stride[2], p->V, v);
     if (a->qk_l2norm) {
         float iq = 1.0f / sqrtf(dot(q, q, K) + GDN_L2NORM_EPS);
         float ik = 1.0f / sqrtf(dot(k, k, K) + GDN_L2NORM_EPS);
@@ -90,14 +75,9 @@ static float load_token(const gdn_delta_rule_problem *p, int64_t row, int64_t to
                         : 0.0f;
     float b = (float)gdn_load(&a->beta, row * a->beta.stride[0] + tok * a->beta.stride[1] +
                                             hv * a->beta.stride[2]);
-    if (a->gate_in_kernel) {
-        const gdn_gating_params *gp = &a->gating;
-        float A = (float)gdn_load(&gp->A, hv * gp->A.stride[0]);
-        float dt = gp->dt_bias.data ? (float)gdn_load(&gp->dt_bias, hv * gp->dt_bias.stride[0])
-                                    : 0.0f;
-        g = (gp->a_form == GDN_A_LOG ? -expf(A) : A) *
-            softplus_f(g + dt, gp->softplus_threshold);
-        b = (gp->allow_neg_eigval ? 2.0f : 1.0f) / (1.0f + expf(-b));
+    if (a->gate_in_kernel) { /* the reference's formulas: a few double ops a token and head */
+        g = (float)ref_gate_g(&a->gating, hv, g);
+        b = (float)ref_gate_beta(&a->gating, b);
     }
     *decay = expf(g);
     *beta = b;
@@ -293,9 +273,10 @@ void CPU_RECURRENT_NAME(const gdn_delta_rule_problem *p, int64_t n, int64_t hv, 
             write_vk(base, rs, K, V, k, decay, u);
             step_vk(base, rs, K, V, q1, k1, decay1, ks, qs);
         }
-        memcpy(q, q1, (size_t)K * sizeof *q); /* token t+1 becomes the current one */
-        memcpy(k, k1, (size_t)K * sizeof *k);
-        memcpy(v, v1, (size_t)V * sizeof *v);
+        float *swap; /* token t+1 becomes the current one; its old buffers take the next */
+        swap = q, q = q1, q1 = swap;
+        swap = k, k = k1, k1 = swap;
+        swap = v, v = v1, v1 = swap;
         decay = decay1, beta = beta1, qk = qk1;
     }
     if (p->has_state && !in_place)
