@@ -22,16 +22,18 @@ import gdn  # noqa: E402  (the package in python/, libgdn from GDN_LIBRARY)
 H, HV, K, V = 16, 32, 128, 128
 
 
-def import_fla():
+def import_fla_op(module, name):
+    """FLA's op `name` from `module`, importing only fla.ops (not fla/__init__.py's models)."""
+    import importlib
     root = os.path.abspath(".fla/fla")
-    pkg = types.ModuleType("fla")  # skip fla/__init__.py (models, layers): only the ops are needed
-    pkg.__path__, pkg.__version__ = [root], "0"
-    sys.modules["fla"] = pkg
-    ops = types.ModuleType("fla.ops")
-    ops.__path__ = [os.path.join(root, "ops")]
-    sys.modules["fla.ops"] = ops
-    from fla.ops.gated_delta_rule.fused_recurrent import fused_recurrent_gated_delta_rule
-    return fused_recurrent_gated_delta_rule
+    if "fla" not in sys.modules:
+        pkg = types.ModuleType("fla")
+        pkg.__path__, pkg.__version__ = [root], "0"
+        sys.modules["fla"] = pkg
+        ops = types.ModuleType("fla.ops")
+        ops.__path__ = [os.path.join(root, "ops")]
+        sys.modules["fla.ops"] = ops
+    return getattr(importlib.import_module(module), name)
 
 
 def reference(q, k, v, gg, beta, h0):
@@ -78,7 +80,8 @@ def graph_time_us(fn, n_calls=20):
 def main():
     torch.manual_seed(0)
     dev = "cuda"
-    fla = import_fla()
+    fla = import_fla_op("fla.ops.gated_delta_rule.fused_recurrent",
+                        "fused_recurrent_gated_delta_rule")
     rows = []
     for B in (1, 16, 64, 256):
         q = torch.randn(B, 1, H, K, device=dev, dtype=torch.bfloat16)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine, in one command: build with CUDA (sm_80 + sm_90a), run every test (CPU and
-# GPU), `gdn check --backend cuda`, `gdn bench --backend cuda`, and FLA side by side when its
+# GPU), `gdn check --backend cuda`, `gdn bench --backend cuda` (decode and prefill rows), the
+# demo, the Python tests, and FLA side by side (decode and prefill) when its
 # code is in .fla/. Logs and JSON go to $OUT (or ./gpu-out); a short table is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -17,9 +18,6 @@ ctest --test-dir build --output-on-failure > "$out/ctest.log" 2>&1; ctest_rc=$?
 grep -E "tests passed|Failed|Skipped|\(Failed\)|\*\*\*" "$out/ctest.log"
 ./build/tools/gdn check --backend cuda > "$out/check_cuda.txt" 2>&1; check_rc=$?
 tail -3 "$out/check_cuda.txt"
-for tile in 32 64; do echo "== bench, KV state, tile $tile"; GDN_CUDA_DECODE_TILE=$tile ./build/tools/gdn bench --backend cuda 2>/dev/null | tail -4; done
-echo "== bench, VK state layout"
-./build/tools/gdn bench --backend cuda --layout vk --json "$out/bench_cuda_vk.json" 2>/dev/null | tail -5
 ./build/tools/gdn bench --backend cuda --json "$out/bench_cuda.json" > "$out/bench_cuda.txt" 2>&1
 ./build/tools/gdn demo --backend cuda --dtype bf16 > "$out/demo_cuda.txt" 2>&1; demo_rc=$?
 py_rc=skipped
@@ -34,10 +32,13 @@ fla_rc=skipped
 if [ -d .fla/fla ]; then
   GDN_LIBRARY=build/libgdn.so PYTHONUNBUFFERED=1 python3 bench/fla_decode.py "$out/fla_decode.json" \
     > "$out/fla_decode.txt" 2>&1; fla_rc=$?
+  GDN_LIBRARY=build/libgdn.so PYTHONUNBUFFERED=1 python3 bench/fla_prefill.py "$out/fla_prefill.json" \
+    > "$out/fla_prefill.txt" 2>&1 || fla_rc="$fla_rc+prefill failed"
 fi
 echo
 echo "== summary: ctest rc=$ctest_rc  check rc=$check_rc  demo rc=$demo_rc  pytest rc=$py_rc  fla rc=$fla_rc"
 cat "$out/demo_cuda.txt" | tail -9
-cat "$out/bench_cuda.txt" | tail -7
-[ -f "$out/fla_decode.txt" ] && tail -9 "$out/fla_decode.txt"
+cat "$out/bench_cuda.txt" | tail -15
+[ -f "$out/fla_decode.txt" ] && tail -7 "$out/fla_decode.txt"
+[ -f "$out/fla_prefill.txt" ] && tail -8 "$out/fla_prefill.txt"
 exit 0

@@ -3,6 +3,9 @@
  *     with empty and one-token sequences, K up to 256, both layouts, both GVA conventions,
  *     in-kernel L2 norm and gating, f32/bf16/f16 inputs, padded slots), outputs poisoned before
  *     each run, skipped rows and unnamed pool slots checked untouched;
+ *   - the chunked form (tensor cores) against the reference and against the recurrent kernel:
+ *     T below, at and past the chunk and not a multiple of it, varlen with empty and one-token
+ *     sequences, the same options drawn at random; f32 inputs to 1e-5, bf16/f16 inputs to 5e-3;
  *   - a whole decode step (conv update, gating, L2 norm, delta rule) captured into a CUDA graph
  *     and replayed gives the same bytes as running it eagerly, on a non-default stream;
  *   - paths the backend does not have are refused before anything is written. */
@@ -28,26 +31,50 @@ static gdn_status run_on_device(delta_case *c, gdn_algorithm algo)
     return st;
 }
 
-static void compare_with_ref(delta_case *c)
+/* Runs c with `algo` on the reference (expect) or on the device, keeping out and state. */
+typedef struct delta_result {
+    gdn_tensor out, state;
+} delta_result;
+
+static delta_result keep_result(const delta_case *c)
+{
+    delta_result k = {tensor_zeros_like(&c->out), gdn_tensor_none()};
+    tensor_copy(&k.out, &c->out);
+    if (c->state.data) {
+        k.state = tensor_zeros_like(&c->state);
+        tensor_copy(&k.state, &c->state);
+    }
+    return k;
+}
+
+static void result_free(delta_result *k)
+{
+    tensor_free(&k->out);
+    if (k->state.data)
+        tensor_free(&k->state);
+}
+
+/* Runs c on the device with algo and compares out and state with `want`. */
+static void compare_device(delta_case *c, gdn_algorithm algo, const delta_result *want,
+                           double out_tol, double state_tol, const char *what)
 {
     char desc[160];
     delta_case_describe(c, desc, sizeof desc);
+    CHECK_OK(run_on_device(c, algo), cuda);
+    CHECK(delta_case_untouched(c), "cuda %s wrote a skipped row or an unnamed slot: %s", what,
+          desc);
+    CHECK_ERR(rel_l2(&c->out, &want->out), out_tol, "cuda %s output: %s", what, desc);
+    if (c->state.data)
+        CHECK_ERR(rel_l2(&c->state, &want->state), state_tol, "cuda %s state: %s", what, desc);
+}
+
+static void compare_with_ref(delta_case *c)
+{
     CHECK_OK(delta_case_run(ref, c, GDN_ALGO_RECURRENT), ref);
-    gdn_tensor out_r = tensor_zeros_like(&c->out), state_r = gdn_tensor_none();
-    tensor_copy(&out_r, &c->out);
-    if (c->state.data) {
-        state_r = tensor_zeros_like(&c->state);
-        tensor_copy(&state_r, &c->state);
-    }
-    CHECK_OK(run_on_device(c, GDN_ALGO_RECURRENT), cuda);
-    CHECK(delta_case_untouched(c), "cuda wrote a skipped row or an unnamed slot: %s", desc);
+    delta_result want = keep_result(c);
     double tol = c->cfg.out_dtype == GDN_F32 ? 1e-5 : 5e-3;
-    CHECK_ERR(rel_l2(&c->out, &out_r), tol, "cuda vs ref output: %s", desc);
-    if (c->state.data) {
-        CHECK_ERR(rel_l2(&c->state, &state_r), 1e-5, "cuda vs ref state: %s", desc);
-        tensor_free(&state_r);
-    }
-    tensor_free(&out_r);
+    compare_device(c, GDN_ALGO_RECURRENT, &want, tol, 1e-5, "recurrent vs ref");
+    result_free(&want);
 }
 
 static void test_recurrent(rng *r)
@@ -72,6 +99,46 @@ static void test_recurrent(rng *r)
         delta_case c;
         delta_case_init(&c, &f, r);
         compare_with_ref(&c);
+        delta_case_free(&c);
+    }
+}
+
+/* The chunked form: f32 inputs run split-tf32 products (1e-5 bar); bf16/f16 inputs run 16-bit
+ * tensor-core products whose intermediates (W, U, V', the inverse) are rounded to the input
+ * type, so they and the state they produce meet the 5e-3 bar. */
+static void test_chunked(rng *r)
+{
+    static const int64_t ks[] = {16, 64, 128}, vs[] = {16, 36, 128};
+    static const int64_t lens[] = {0, 1, 130, 64, 5, 0, 70};
+    for (int i = 0; i < 24; i++) {
+        delta_config f = delta_config_default();
+        f.H = rng_int(r, 1, 3);
+        f.HV = f.H * (int64_t[]){1, 2, 4}[rng_int(r, 0, 2)];
+        f.K = ks[rng_int(r, 0, 2)];
+        f.V = vs[rng_int(r, 0, 2)];
+        f.nseq = 2 * rng_int(r, 0, 1) + 1;
+        f.T = (int64_t[]){1, 37, 64, 100, 200}[rng_int(r, 0, 4)];
+        if (i % 4 == 3) {
+            f.nseq = 7;
+            f.lens = lens;
+        }
+        f.pool = i % 6 != 5;
+        delta_config_random_options(&f, r);
+        if (i < 8)
+            f.dtype = GDN_F32;
+        f.out_dtype = i % 3 ? GDN_F32 : f.dtype;
+        delta_case c;
+        delta_case_init(&c, &f, r);
+        const double tol = f.dtype == GDN_F32 && f.out_dtype == GDN_F32 ? 1e-5 : 5e-3;
+        const double state_tol = f.dtype == GDN_F32 ? 1e-5 : 5e-3;
+        CHECK_OK(delta_case_run(ref, &c, GDN_ALGO_RECURRENT), ref);
+        delta_result want = keep_result(&c);
+        compare_device(&c, GDN_ALGO_CHUNKED, &want, tol, state_tol, "chunked vs ref");
+        delta_result chunked = keep_result(&c);
+        compare_device(&c, GDN_ALGO_RECURRENT, &chunked, tol, state_tol,
+                       "recurrent vs chunked");
+        result_free(&chunked);
+        result_free(&want);
         delta_case_free(&c);
     }
 }
@@ -209,10 +276,11 @@ static void test_refusals(rng *r)
     delta_config f = delta_config_default();
     f.pool = true;
     f.T = 40;
+    f.K = 256; /* the chunked form holds K, V <= 128 */
     delta_case c;
     delta_case_init(&c, &f, r);
     gdn_status st = run_on_device(&c, GDN_ALGO_CHUNKED);
-    CHECK(st == GDN_ERR_UNSUPPORTED, "chunked on cuda = %s", gdn_strerror(st));
+    CHECK(st == GDN_ERR_UNSUPPORTED, "chunked with K = 256 on cuda = %s", gdn_strerror(st));
     CHECK(delta_case_untouched(&c), "a refused call wrote something");
     bool pristine = memcmp(c.state.data, c.state0.data, tensor_bytes(&c.state)) == 0;
     CHECK(pristine, "a refused call changed the pool");
@@ -234,6 +302,7 @@ int main(void)
     if (!cuda)
         return test_summary("test_cuda");
     test_recurrent(&r);
+    test_chunked(&r);
     test_graph(&r);
     test_refusals(&r);
     gdn_context_destroy(cuda);

@@ -1,6 +1,6 @@
-/* gdn bench: decode throughput of the fused recurrent delta rule, one JSON object per row (the
- * cpu backend's rows, prefill and decode against the four-pass baseline, are in
- * gdn_bench_cpu.c).
+/* gdn bench: decode throughput of the fused recurrent delta rule and, on CUDA, prefill with the
+ * chunked form; one JSON object per row (the cpu backend's rows, prefill and decode against the
+ * four-pass baseline, are in gdn_bench_cpu.c).
  *
  * Decode rows: B sequences of one token, HV = 32 value heads, H = 16 key heads, K = V = 128,
  * bf16 q/k/v/out, f32 state in a pool, q/k L2 norm in the kernel. The state dominates the
@@ -8,7 +8,13 @@
  * a different group of pool slots, so the timed state never sits in L2 (the pool spans at least
  * 256 MiB, several times the L2), the steps are captured into one CUDA graph, and the device
  * time per step comes from events; a device-to-device copy measured in the same run gives
- * bw_fraction. Host backends are timed with the wall clock. */
+ * bw_fraction. Host backends are timed with the wall clock.
+ *
+ * Prefill rows (CUDA): one sequence of T tokens, bf16 q/k/v/out, f32 gates, an f32 initial state
+ * read from and the final state written to a one-slot pool, q/k L2 norm in the kernel, the
+ * chunked algorithm; the shapes of the tensor-core prefill issue's table. TFLOP/s counts the
+ * chunked form's products per 64-token chunk and value head, 2 flops per multiply-add:
+ * C^2 (3K + 2V) (K K^T, Q K^T, W, U, Aqk V') + 3 C K V (W S, Q S, K^T V'). */
 #include "device.h"
 #include "gdn_tool.h"
 
@@ -128,6 +134,95 @@ static int bench_decode(gdn_context *ctx, bool device, void *stream, int64_t B,
     return rc;
 }
 
+/* ---- prefill (CUDA) ------------------------------------------------------------------------ */
+
+typedef struct prefill_shape {
+    int64_t T, H, HV;
+} prefill_shape;
+
+static const prefill_shape prefill_shapes[] = {
+    {8192, 16, 32}, {32768, 16, 32}, {32768, 4, 8}, {32768, 2, 4}, {131072, 2, 4}};
+enum { NPREFILL = sizeof prefill_shapes / sizeof prefill_shapes[0] };
+
+typedef struct prefill_row {
+    prefill_shape s;
+    double ms, tflops;
+} prefill_row;
+
+typedef struct prefill_bench {
+    gdn_context *ctx;
+    gdn_delta_rule_args args;
+    gdn_status status;
+} prefill_bench;
+
+static void prefill_step(void *p)
+{
+    prefill_bench *b = p;
+    gdn_status st = gdn_delta_rule(b->ctx, &b->args);
+    if (st != GDN_OK && b->status == GDN_OK)
+        b->status = st;
+}
+
+static double chunked_flops(const prefill_shape *s)
+{
+    const double C = 64, chunks = (double)((s->T + 63) / 64) * (double)s->HV;
+    return 2.0 * chunks * (C * C * (3.0 * DK + 2.0 * DV) + 3.0 * C * DK * DV);
+}
+
+static int bench_prefill(gdn_context *ctx, void *stream, const prefill_shape *shape, rng *r,
+                         prefill_row *row)
+{
+    const int64_t T = shape->T, Hq = shape->H, Hv = shape->HV;
+    int64_t qs[4] = {1, T, Hq, DK}, vs[4] = {1, T, Hv, DV}, gs[3] = {1, T, Hv};
+    gdn_tensor q = host_rand(r, GDN_BF16, 4, qs, -1, 1), k = host_rand(r, GDN_BF16, 4, qs, -1, 1);
+    gdn_tensor v = host_rand(r, GDN_BF16, 4, vs, -1, 1), out = tensor_alloc(GDN_BF16, 4, vs);
+    gdn_tensor g = host_rand(r, GDN_F32, 3, gs, -0.2, 0), beta = host_rand(r, GDN_F32, 3, gs, 0, 1);
+    int64_t ps[4] = {1, Hv, DK, DV};
+    gdn_tensor pool = host_rand(r, GDN_F32, 4, ps, -0.1, 0.1);
+    staging st = {0};
+    gdn_tensor *all[] = {&q, &k, &v, &out, &g, &beta, &pool};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        stage(&st, all[i]);
+    prefill_bench b;
+    memset(&b, 0, sizeof b);
+    b.ctx = ctx;
+    b.args = gdn_delta_rule_default_args();
+    b.args.q = q, b.args.k = k, b.args.v = v, b.args.g = g, b.args.beta = beta;
+    b.args.out = out, b.args.state = pool;
+    b.args.qk_l2norm = 1;
+    b.args.algorithm = GDN_ALGO_CHUNKED;
+    prefill_step(&b); /* argument errors surface here; the workspace is acquired outside timing */
+    if (b.status == GDN_OK)
+        row->ms = dev_time_ms(stream, prefill_step, &b, 10, false);
+    int rc = 0;
+    if (b.status != GDN_OK) {
+        fprintf(stderr, "gdn bench: %s\n", gdn_last_error(ctx));
+        rc = 1;
+    }
+    row->s = *shape;
+    row->tflops = chunked_flops(shape) / (row->ms * 1e9);
+    unstage(&st);
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        tensor_free(all[i]);
+    return rc;
+}
+
+static void print_prefill_json(FILE *jf, const prefill_row *rows, gdn_context *ctx,
+                               const char *devname)
+{
+    for (int i = 0; i < NPREFILL; i++) {
+        const prefill_row *w = &rows[i];
+        fprintf(jf, ",\n {\"op\": \"prefill\", \"backend\": \"cuda\", \"dtype\": \"bf16\", "
+                    "\"state_dtype\": \"f32\", \"algorithm\": \"chunked\", \"B\": 1, "
+                    "\"T\": %lld, \"H\": %lld, \"HV\": %lld, \"K\": %d, \"V\": %d, "
+                    "\"threads\": %d, \"ms\": %.6f, \"tokens_per_s\": %.1f, \"tflops\": %.2f, "
+                    "\"peak_fraction\": null, \"vs_baseline\": null, \"device\": \"%s\"}",
+                (long long)w->s.T, (long long)w->s.H, (long long)w->s.HV, DK, DV,
+                gdn_context_num_threads(ctx), w->ms, (double)w->s.T / (w->ms * 1e-3), w->tflops,
+                devname);
+    }
+}
+
 int cmd_bench(int argc, char **argv)
 {
     /* --json FILE is bench's own option; the rest are the common ones */
@@ -176,6 +271,15 @@ int cmd_bench(int argc, char **argv)
                     gdn_backend_name(be));
         rc = bench_decode(ctx, device, stream, batches[i], layout, &r, &rows[i]);
     }
+    prefill_row prows[NPREFILL];
+    memset(prows, 0, sizeof prows);
+    for (int i = 0; i < NPREFILL && device && !rc; i++) {
+        if (!o.json)
+            fprintf(stderr, "[gdn bench] prefill T=%lld H=%lld HV=%lld on cuda\n",
+                    (long long)prefill_shapes[i].T, (long long)prefill_shapes[i].H,
+                    (long long)prefill_shapes[i].HV);
+        rc = bench_prefill(ctx, stream, &prefill_shapes[i], &r, &prows[i]);
+    }
     if (rc) {
         gdn_context_destroy(ctx);
         return rc;
@@ -204,6 +308,8 @@ int cmd_bench(int argc, char **argv)
                     w->B / (w->ms * 1e-3),
                     w->state_gb_s, copy, frac, frac, devname);
         }
+        if (device)
+            print_prefill_json(jf, prows, ctx, devname);
         fprintf(jf, "]\n");
         if (json_path)
             fclose(jf);
@@ -220,6 +326,14 @@ int cmd_bench(int argc, char **argv)
             printf("%6lld %12.2f %12.2f %14.0f %12.1f %12.3f\n", (long long)rows[i].B,
                    1e3 * rows[i].ms, 1e3 * rows[i].eager_ms, rows[i].B / (rows[i].ms * 1e-3),
                    rows[i].state_gb_s, device ? rows[i].state_gb_s / copy : 0.0);
+        if (device) {
+            printf("prefill, B=1, K=V=%d, bf16 q/k/v, f32 initial and final state, chunked\n", DK);
+            printf("%8s %4s %4s %10s %14s %10s\n", "T", "H", "HV", "ms", "tokens/s", "TFLOP/s");
+            for (int i = 0; i < NPREFILL; i++)
+                printf("%8lld %4lld %4lld %10.3f %14.0f %10.2f\n", (long long)prows[i].s.T,
+                       (long long)prows[i].s.H, (long long)prows[i].s.HV, prows[i].ms,
+                       (double)prows[i].s.T / (prows[i].ms * 1e-3), prows[i].tflops);
+        }
     }
     gdn_context_destroy(ctx);
     if (stream)

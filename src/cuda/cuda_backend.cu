@@ -81,6 +81,6 @@ extern "C" const gdn_backend_ops gdn_cuda_backend = {
     /* rmsnorm_gated */ cuda_rmsnorm_gated,
     /* check_conv1d */ cuda_check_conv1d,
     /* check_delta_rule */ cuda_check_delta_rule,
-    /* delta_rule_workspace */ nullptr,
+    /* delta_rule_workspace */ cuda_delta_rule_workspace,
     /* delta_rule */ cuda_delta_rule,
 };

@@ -119,6 +119,14 @@ gdn_status cuda_l2norm(gdn_context *ctx, const gdn_l2norm_problem *p);
 gdn_status cuda_rmsnorm_gated(gdn_context *ctx, const gdn_rmsnorm_problem *p);
 gdn_status cuda_check_delta_rule(gdn_context *ctx, const gdn_delta_rule_problem *p);
 gdn_status cuda_delta_rule(gdn_context *ctx, const gdn_delta_rule_problem *p, void *workspace);
+size_t cuda_delta_rule_workspace(const gdn_context *ctx, const gdn_delta_rule_problem *p);
+
+// The chunked form (cuda_delta_rule_chunked.cu): whether these shapes fit it on the current
+// device (else GDN_ERR_UNSUPPORTED and the reason in why), its workspace, and the run.
+gdn_status cuda_chunked_supported(const gdn_delta_rule_problem *p, char *why, size_t n);
+size_t cuda_chunked_workspace(const gdn_delta_rule_problem *p);
+gdn_status cuda_delta_rule_chunked(gdn_context *ctx, const gdn_delta_rule_problem *p,
+                                   void *workspace);
 
 #ifdef __cplusplus
 }

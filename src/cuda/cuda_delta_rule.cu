@@ -395,13 +395,31 @@ gdn_status launch(gdn_context *ctx, dr_args d, cudaStream_t stream)
 
 } // namespace
 
+// AUTO runs the chunked form for prefill-sized calls (32 tokens or more per sequence on
+// average) when the shapes fit it, the recurrent kernel otherwise.
+static bool use_chunked(const gdn_delta_rule_problem *p)
+{
+    if (p->a.algorithm != GDN_ALGO_AUTO)
+        return p->a.algorithm == GDN_ALGO_CHUNKED;
+    char why[8];
+    const int64_t N = p->seqs.count, tokens = p->seqs.cu_seqlens ? p->T : N * p->T;
+    return N > 0 && tokens >= 32 * N && cuda_chunked_supported(p, why, sizeof why) == GDN_OK;
+}
+
+extern "C" size_t cuda_delta_rule_workspace(const gdn_context *ctx, const gdn_delta_rule_problem *p)
+{
+    (void)ctx;
+    return use_chunked(p) ? cuda_chunked_workspace(p) : 0;
+}
+
 extern "C" gdn_status cuda_check_delta_rule(gdn_context *ctx, const gdn_delta_rule_problem *p)
 {
     static const char *fn = "gdn_delta_rule";
-    if (p->a.algorithm == GDN_ALGO_CHUNKED)
-        return gdn_fail(ctx, GDN_ERR_UNSUPPORTED, fn,
-                        "algorithm is GDN_ALGO_CHUNKED, which the cuda backend does not have yet "
-                        "(use GDN_ALGO_RECURRENT or GDN_ALGO_AUTO)");
+    if (p->a.algorithm == GDN_ALGO_CHUNKED) {
+        char why[256];
+        if (cuda_chunked_supported(p, why, sizeof why) != GDN_OK)
+            return gdn_fail(ctx, GDN_ERR_UNSUPPORTED, fn, "%s", why);
+    }
     if (p->K > kMaxK)
         return gdn_fail(ctx, GDN_ERR_UNSUPPORTED, fn, "K is %lld, expected <= %d on cuda",
                         (long long)p->K, kMaxK);
@@ -427,7 +445,8 @@ extern "C" gdn_status cuda_check_delta_rule(gdn_context *ctx, const gdn_delta_ru
 extern "C" gdn_status cuda_delta_rule(gdn_context *ctx, const gdn_delta_rule_problem *p,
                                       void *workspace)
 {
-    (void)workspace;
+    if (use_chunked(p))
+        return cuda_delta_rule_chunked(ctx, p, workspace);
     const int64_t N = p->seqs.count;
     if (N == 0)
         return GDN_OK;

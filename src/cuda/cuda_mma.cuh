@@ -1,0 +1,181 @@
+// Warp-level tensor-core matrix products for the chunked delta rule (mma.sync, sm_80 and up).
+//
+// A precision policy names the operand type the products run in and the type intermediates are
+// stored in:
+//   prec_bf16    bf16 operands, m16n8k16, f32 accumulation (bf16 inputs)
+//   prec_f16     f16 operands, m16n8k16, f32 accumulation (f16 inputs)
+//   prec_tf32x3  f32 inputs: each operand split into a tf32 high part and a tf32 remainder, three
+//                m16n8k8 products (hi*hi + hi*lo + lo*hi) carry about 21 bits, enough for the
+//                1e-5 bar that f32 inputs are held to.
+// Matrices are read through views (pointer, row stride, column stride, in elements), so a
+// transpose is a view, not a copy. Any element type is converted to f32 and then to the
+// policy's operand type as the fragment is built.
+#ifndef GDN_CUDA_MMA_CUH
+#define GDN_CUDA_MMA_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+__device__ __forceinline__ float to_f32(float x) { return x; }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
+
+template <class E> __device__ __forceinline__ E from_f32(float x);
+template <> __device__ __forceinline__ float from_f32<float>(float x) { return x; }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float x)
+{
+    return __float2bfloat16_rn(x);
+}
+template <> __device__ __forceinline__ __half from_f32<__half>(float x) { return __float2half_rn(x); }
+
+// A read-only matrix view: element (r, c) at p[r * rs + c * cs].
+template <class E>
+struct mview {
+    const E *p;
+    int rs, cs;
+    __device__ __forceinline__ float at(int r, int c) const { return to_f32(p[r * rs + c * cs]); }
+};
+
+template <class E>
+__device__ __forceinline__ mview<E> view(const E *p, int rs, int cs)
+{
+    mview<E> v;
+    v.p = p, v.rs = rs, v.cs = cs;
+    return v;
+}
+
+// Accumulator element e of n-tile j of a warp's 16 x 8*NT block: row and column in the block.
+__device__ __forceinline__ int acc_row(int e) { return ((threadIdx.x & 31) >> 2) + 8 * (e >> 1); }
+__device__ __forceinline__ int acc_col(int j, int e) { return 8 * j + 2 * (threadIdx.x & 3) + (e & 1); }
+
+struct prec_bf16 {
+    using st = __nv_bfloat16;
+    static constexpr int KS = 16;
+    __device__ static __forceinline__ unsigned pack(float lo, float hi)
+    {
+        __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+        return *reinterpret_cast<unsigned *>(&v);
+    }
+    __device__ static __forceinline__ void mma(float (&c)[4], const unsigned (&a)[4],
+                                               const unsigned (&b)[2])
+    {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    }
+};
+
+struct prec_f16 {
+    using st = __half;
+    static constexpr int KS = 16;
+    __device__ static __forceinline__ unsigned pack(float lo, float hi)
+    {
+        __half2 v = __floats2half2_rn(lo, hi);
+        return *reinterpret_cast<unsigned *>(&v);
+    }
+    __device__ static __forceinline__ void mma(float (&c)[4], const unsigned (&a)[4],
+                                               const unsigned (&b)[2])
+    {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    }
+};
+
+struct prec_tf32x3 {
+    using st = float;
+    static constexpr int KS = 8;
+    __device__ static __forceinline__ unsigned tf32(float x)
+    {
+        unsigned r;
+        asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+        return r;
+    }
+    // x = hi + lo to about 21 bits, both tf32.
+    __device__ static __forceinline__ void split(float x, unsigned &hi, unsigned &lo)
+    {
+        hi = tf32(x);
+        lo = tf32(x - __uint_as_float(hi));
+    }
+    __device__ static __forceinline__ void mma(float (&c)[4], const unsigned (&a)[4],
+                                               const unsigned (&b)[2])
+    {
+        asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    }
+};
+
+// One k-step of acc += A[m0:m0+16, k0:k0+KS] B[k0:k0+KS, n0:n0+8NT] (16-bit policies).
+template <class P, int NT, class EA, class EB>
+__device__ __forceinline__ void mma_step(float (&acc)[NT][4], const mview<EA> &A,
+                                         const mview<EB> &B, int m0, int n0, int k0)
+{
+    const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+    const int r0 = m0 + g, r1 = r0 + 8, c0 = k0 + 2 * t, c1 = c0 + 8;
+    unsigned a[4];
+    a[0] = P::pack(A.at(r0, c0), A.at(r0, c0 + 1));
+    a[1] = P::pack(A.at(r1, c0), A.at(r1, c0 + 1));
+    a[2] = P::pack(A.at(r0, c1), A.at(r0, c1 + 1));
+    a[3] = P::pack(A.at(r1, c1), A.at(r1, c1 + 1));
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+        const int n = n0 + 8 * j + g;
+        unsigned b[2];
+        b[0] = P::pack(B.at(c0, n), B.at(c0 + 1, n));
+        b[1] = P::pack(B.at(c1, n), B.at(c1 + 1, n));
+        P::mma(acc[j], a, b);
+    }
+}
+
+// The split-tf32 k-step (k = 8).
+template <int NT, class EA, class EB>
+__device__ __forceinline__ void mma_step_tf32x3(float (&acc)[NT][4], const mview<EA> &A,
+                                                const mview<EB> &B, int m0, int n0, int k0)
+{
+    const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+    const int r0 = m0 + g, r1 = r0 + 8, c0 = k0 + t, c1 = c0 + 4;
+    unsigned ah[4], al[4];
+    prec_tf32x3::split(A.at(r0, c0), ah[0], al[0]);
+    prec_tf32x3::split(A.at(r1, c0), ah[1], al[1]);
+    prec_tf32x3::split(A.at(r0, c1), ah[2], al[2]);
+    prec_tf32x3::split(A.at(r1, c1), ah[3], al[3]);
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+        const int n = n0 + 8 * j + g;
+        unsigned bh[2], bl[2];
+        prec_tf32x3::split(B.at(c0, n), bh[0], bl[0]);
+        prec_tf32x3::split(B.at(c1, n), bh[1], bl[1]);
+        prec_tf32x3::mma(acc[j], al, bh);
+        prec_tf32x3::mma(acc[j], ah, bl);
+        prec_tf32x3::mma(acc[j], ah, bh);
+    }
+}
+
+// acc (a warp's 16 x 8*NT block at (m0, n0)) += A[m0:, 0:kd] B[0:kd, n0:], kd a multiple of 16.
+template <class P, int NT, class EA, class EB>
+__device__ __forceinline__ void warp_mma(float (&acc)[NT][4], mview<EA> A, mview<EB> B, int m0,
+                                         int n0, int kd)
+{
+    for (int k0 = 0; k0 < kd; k0 += 16) {
+        if constexpr (P::KS == 8) {
+            mma_step_tf32x3<NT>(acc, A, B, m0, n0, k0);
+            mma_step_tf32x3<NT>(acc, A, B, m0, n0, k0 + 8);
+        } else {
+            mma_step<P, NT>(acc, A, B, m0, n0, k0);
+        }
+    }
+}
+
+template <int NT>
+__device__ __forceinline__ void acc_zero(float (&acc)[NT][4])
+{
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+        acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+}
+
+#endif
