@@ -108,13 +108,13 @@ static void test_recurrent(rng *r)
  * type, so they and the state they produce meet the 5e-3 bar. */
 static void test_chunked(rng *r)
 {
-    static const int64_t ks[] = {16, 64, 128}, vs[] = {16, 36, 128};
+    static const int64_t ks[] = {16, 64, 96, 128}, vs[] = {16, 36, 128};
     static const int64_t lens[] = {0, 1, 130, 64, 5, 0, 70};
     for (int i = 0; i < 24; i++) {
         delta_config f = delta_config_default();
         f.H = rng_int(r, 1, 3);
         f.HV = f.H * (int64_t[]){1, 2, 4}[rng_int(r, 0, 2)];
-        f.K = ks[rng_int(r, 0, 2)];
+        f.K = ks[rng_int(r, 0, 3)];
         f.V = vs[rng_int(r, 0, 2)];
         f.nseq = 2 * rng_int(r, 0, 1) + 1;
         f.T = (int64_t[]){1, 37, 64, 100, 200}[rng_int(r, 0, 4)];

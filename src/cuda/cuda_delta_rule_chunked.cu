@@ -38,6 +38,11 @@ struct ck_dims {
     // shared-memory byte offsets
     int p_k, p_q, p_v, p_a, p_t, p_x, p_g, p_b, prep_bytes;
     int s_w, s_q, s_k, s_u, s_aq, s_vn, s_s, state_bytes;
+    // chunk_state_tc (16-bit types): two stages of W, Q', K', U, Aqk; V'; two bf16/f16 copies of S
+    int t_w, t_q, t_k, t_u, t_a, t_stage, t_vn, t_sb, tc_bytes;
+    // chunk_prep_tc (16-bit types): q, k, v tiles; f32 A, T and block-row scratch (row stride
+    // ldf, even so that pairs load 8 bytes at a time); per-token G, beta and their exponentials
+    int ldf, r_k, r_q, r_v, r_a, r_t, r_x, r_g, r_b, r_eg, r_el, prep_tc_bytes;
 };
 
 struct ck_args {
@@ -81,6 +86,30 @@ ck_dims dims_for(int64_t K, int64_t V, int es)
     d.s_vn = take(kC * d.ldu * es);
     d.s_s = take(d.KP * d.lds * 4);
     d.state_bytes = at;
+    at = 0;
+    d.t_w = take(kC * d.ldk * es);
+    d.t_q = take(kC * d.ldk * es);
+    d.t_k = take(kC * d.ldk * es);
+    d.t_u = take(kC * d.ldu * es);
+    d.t_a = take(kC * d.ldq * es);
+    d.t_stage = at;
+    at = 2 * d.t_stage;
+    d.t_vn = take(kC * d.ldu * es);
+    d.t_sb = take(2 * d.KP * d.ldu * es);
+    d.tc_bytes = at;
+    at = 0;
+    d.ldf = kC + 4;
+    d.r_k = take(kC * d.ldk * es);
+    d.r_q = take(kC * d.ldk * es);
+    d.r_v = take(kC * d.ldv * es);
+    d.r_a = take(kC * d.ldf * 4);
+    d.r_t = take(kC * d.ldf * 4);
+    d.r_x = take(16 * d.ldf * 4);
+    d.r_g = take(kC * 4);
+    d.r_b = take(kC * 4);
+    d.r_eg = take(kC * 4);
+    d.r_el = take(kC * 4);
+    d.prep_tc_bytes = at;
     return d;
 }
 
@@ -473,6 +502,538 @@ __global__ void __launch_bounds__(kThreads) chunk_state(const ck_args p)
     }
 }
 
+// ---- chunk preparation on 16-bit tensor cores ----------------------------------------------
+//
+// chunk_prep for bf16/f16 inputs: 8 warps, q/k/v rows by 16-byte loads, the norms from shared
+// memory, every product by ldmatrix + mma, the 16 x 16 diagonal inverses by forward
+// substitution in registers (lane j carries column j) and the three block rows of the inverse
+// by split-tf32 products (f32 accuracy), per-token exponentials computed once.
+
+constexpr int kPrepThreads = 256;
+
+template <class E>
+__device__ __forceinline__ void store_pair(E *dst, float x, float y)
+{
+    dst[0] = from_f32<E>(x);
+    dst[1] = from_f32<E>(y);
+}
+
+// Row `off` of a 16-bit tensor into dst (n valid elements, zero to np): 16-byte loads when the
+// row is aligned, one element at a time otherwise. One warp.
+template <class E>
+__device__ __forceinline__ void load_row16(E *dst, const gdn_tensor &t, int64_t off, bool valid,
+                                           int n, int np)
+{
+    const int lane = threadIdx.x & 31;
+    const E *src = static_cast<const E *>(t.data) + off;
+    const bool vec = n % 8 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;
+    if (valid && vec) {
+        for (int x = 8 * lane; x < n; x += 256)
+            *reinterpret_cast<uint4 *>(dst + x) = __ldg(reinterpret_cast<const uint4 *>(src + x));
+        for (int x = n + lane; x < np; x += 32)
+            dst[x] = from_f32<E>(0.0f);
+    } else {
+        for (int x = lane; x < np; x += 32)
+            dst[x] = valid && x < n ? src[x] : from_f32<E>(0.0f);
+    }
+}
+
+// Whether every token row of t (n elements of 16 bits) starts on 16 bytes and is whole
+// 16-byte pieces.
+__device__ __forceinline__ bool rows16_ok(const gdn_tensor &t, int64_t n)
+{
+    return n % 8 == 0 && reinterpret_cast<uintptr_t>(t.data) % 16 == 0 && t.stride[0] % 8 == 0 &&
+           t.stride[1] % 8 == 0 && t.stride[2] % 8 == 0;
+}
+
+// cp.async of 16 bytes, or 16 zero bytes when !valid (src-size 0 reads nothing).
+__device__ __forceinline__ void cp_async16_zfill(void *smem, const void *gmem, bool valid)
+{
+    unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem),
+                 "r"(valid ? 16 : 0));
+}
+
+// The chunk's 64 token rows of head `head` (np elements wide, zero past the tensor's last dim
+// and past len) into dst (row stride ld), by cp.async. Needs rows16_ok.
+template <class E>
+__device__ __forceinline__ void stage_rows16(E *dst, int ld, const gdn_tensor &t, int64_t row,
+                                             int64_t t0, int64_t head, int len, int np)
+{
+    const int per = np / 8, n = (int)t.shape[3];
+    const E *base = static_cast<const E *>(t.data) + row * t.stride[0] + head * t.stride[2];
+    for (int idx = threadIdx.x; idx < kC * per; idx += kPrepThreads) {
+        const int i = idx / per, x = (idx % per) * 8;
+        const bool valid = i < len && x < n;
+        const E *src = valid ? base + (t0 + i) * t.stride[1] + x : base;
+        cp_async16_zfill(dst + i * ld + x, src, valid);
+    }
+}
+
+// Scales row i of a tile by 1 / ||row|| (the in-kernel L2 norm, as the reference). One warp.
+template <class E>
+__device__ __forceinline__ void l2norm_row(E *row, int np)
+{
+    const int lane = threadIdx.x & 31;
+    float ss = 0.0f;
+    for (int x = lane; x < np; x += 32) {
+        float v = to_f32(row[x]);
+        ss += v * v;
+    }
+    for (int o = 16; o; o >>= 1)
+        ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    const float inv = 1.0f / sqrtf(ss + GDN_L2NORM_EPS);
+    for (int x = lane; x < np; x += 32)
+        row[x] = from_f32<E>(to_f32(row[x]) * inv);
+}
+
+// B fragments of two n-tiles (16 x 16 at (k0, n0)) of B = Y^T, Y row-major [n][k].
+template <class E>
+__device__ __forceinline__ void frag_b2_trans(unsigned (&b)[4], const E *y, int ld, int k0, int n0)
+{
+    const int l = threadIdx.x & 31;
+    ldsm_x4(b, y + (n0 + (l & 7) + 8 * (l >> 4)) * ld + k0 + 8 * ((l >> 3) & 1));
+}
+
+// A fragment (16 x 16 at (m0, k0)) of an f32 row-major tile, rounded to the policy's type.
+template <class P>
+__device__ __forceinline__ void frag_a_f32(unsigned (&a)[4], const float *t, int ld, int m0, int k0)
+{
+    const int g = (threadIdx.x & 31) >> 2, c = k0 + 2 * (threadIdx.x & 3);
+    const float *r0 = t + (m0 + g) * ld, *r1 = r0 + 8 * ld;
+    float2 x0 = *reinterpret_cast<const float2 *>(r0 + c), x1 = *reinterpret_cast<const float2 *>(r1 + c);
+    float2 x2 = *reinterpret_cast<const float2 *>(r0 + c + 8), x3 = *reinterpret_cast<const float2 *>(r1 + c + 8);
+    a[0] = P::pack(x0.x, x0.y);
+    a[1] = P::pack(x1.x, x1.y);
+    a[2] = P::pack(x2.x, x2.y);
+    a[3] = P::pack(x3.x, x3.y);
+}
+
+template <class E>
+__device__ __forceinline__ void store_pair_global(E *dst, float x, float y)
+{
+    if constexpr (sizeof(E) == 2) {
+        E v[2] = {from_f32<E>(x), from_f32<E>(y)};
+        *reinterpret_cast<unsigned *>(dst) = *reinterpret_cast<unsigned *>(v);
+    } else {
+        dst[0] = x, dst[1] = y;
+    }
+}
+
+// Tm = (I + Am)^-1, Am strictly lower 64 x 64 (f32, row stride ld). Tm is written whole.
+__device__ void unit_lower_inverse_tc(const float *Am, float *Tm, float *Xs, int ld)
+{
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    for (int idx = tid; idx < kC * kC; idx += kPrepThreads) {
+        const int r = idx / kC, c = idx % kC;
+        if (r / 16 != c / 16)
+            Tm[r * ld + c] = 0.0f; // off-diagonal blocks: the upper ones stay zero
+    }
+    if (warp < 4) { // diagonal block `warp`; lane j < 16 carries column j
+        const int b0 = 16 * warp, j = lane & 15;
+        float t[16];
+#pragma unroll
+        for (int i = 0; i < 16; i++)
+            t[i] = i == j ? 1.0f : 0.0f;
+#pragma unroll
+        for (int i = 1; i < 16; i++) {
+            const float *arow = Am + (b0 + i) * ld + b0;
+            float acc = 0.0f;
+#pragma unroll
+            for (int m = 0; m < i; m++)
+                acc += arow[m] * t[m];
+            if (i > j)
+                t[i] = -acc;
+        }
+        if (lane < 16)
+#pragma unroll
+            for (int i = 0; i < 16; i++)
+                Tm[(b0 + i) * ld + b0 + j] = t[i];
+    }
+    __syncthreads();
+    for (int I = 1; I < 4; I++) { // block row I: T_IJ = -T_II (A_I,0:16I T_0:16I,J)
+        const int w = 16 * I;
+        if (warp < 2 * I) {
+            float acc[1][4];
+            acc_zero(acc);
+            warp_mma<prec_tf32x3>(acc, view(Am + w * ld, ld, 1), view(Tm, ld, 1), 0, 8 * warp, w);
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                Xs[acc_row(e) * ld + acc_col(0, e) + 8 * warp] = acc[0][e];
+        }
+        __syncthreads();
+        if (warp < 2 * I) {
+            float acc[1][4];
+            acc_zero(acc);
+            warp_mma<prec_tf32x3>(acc, view(Tm + w * ld + w, ld, 1), view(Xs, ld, 1), 0, 8 * warp,
+                                  16);
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                Tm[(w + acc_row(e)) * ld + acc_col(0, e) + 8 * warp] = -acc[0][e];
+        }
+        __syncthreads();
+    }
+}
+
+template <class P>
+__global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p)
+{
+    using E = typename P::st;
+    extern __shared__ __align__(16) unsigned char smem[];
+    const ck_dims &d = p.d;
+    E *Ks = reinterpret_cast<E *>(smem + d.r_k), *Qs = reinterpret_cast<E *>(smem + d.r_q);
+    E *Vs = reinterpret_cast<E *>(smem + d.r_v);
+    float *Am = reinterpret_cast<float *>(smem + d.r_a), *Tm = reinterpret_cast<float *>(smem + d.r_t);
+    float *Xs = reinterpret_cast<float *>(smem + d.r_x);
+    float *Gs = reinterpret_cast<float *>(smem + d.r_g), *Bs = reinterpret_cast<float *>(smem + d.r_b);
+    float *Eg = reinterpret_cast<float *>(smem + d.r_eg), *El = reinterpret_cast<float *>(smem + d.r_el);
+    const gdn_delta_rule_args &a = p.a;
+    const int64_t c = blockIdx.x, hv = blockIdx.y;
+    if (c >= p.chunk_off[p.N])
+        return;
+    const int64_t n = sequence_of_chunk(p.chunk_off, p.N, c);
+    const seq_info s = seq_span(a.cu_seqlens, p.T, n);
+    const int64_t j = c - p.chunk_off[n], t0 = s.t0 + kC * j;
+    const int len = (int)(s.len - kC * j < kC ? s.len - kC * j : kC);
+    const int64_t kh = a.gva == GDN_GVA_BLOCK ? hv / p.ratio : hv % p.H;
+    const int64_t ch = c * p.HV + hv;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int KP = d.KP, VP = d.VP;
+
+    if (tid < kC) { // gates and the warp-level part of the cumulative sum
+        float g = 0.0f, b = 0.0f;
+        if (tid < len) {
+            const int64_t tok = t0 + tid;
+            g = a.g.data ? ld(a.g, tok_off(a.g, s.row, tok, hv)) : 0.0f;
+            b = ld(a.beta, tok_off(a.beta, s.row, tok, hv));
+            if (a.gate_in_kernel) {
+                g = gate_g(a.gating, hv, g);
+                b = gate_beta(a.gating, b);
+            }
+        }
+        for (int o = 1; o < 32; o <<= 1) {
+            float y = __shfl_up_sync(0xffffffffu, g, o);
+            if (lane >= o)
+                g += y;
+        }
+        Gs[tid] = g;
+        Bs[tid] = b;
+    }
+    if (rows16_ok(a.k, p.K) && rows16_ok(a.q, p.K) && rows16_ok(a.v, p.V)) {
+        // every row is whole 16-byte pieces: one round of cp.async for the whole chunk
+        stage_rows16<E>(Ks, d.ldk, a.k, s.row, t0, kh, len, KP);
+        stage_rows16<E>(Qs, d.ldk, a.q, s.row, t0, kh, len, KP);
+        stage_rows16<E>(Vs, d.ldv, a.v, s.row, t0, hv, len, VP);
+        asm volatile("cp.async.wait_all;\n" ::: "memory");
+    } else {
+        for (int i = warp; i < kC; i += kPrepThreads / 32) {
+            const int64_t tok = t0 + i;
+            const bool valid = i < len;
+            load_row16(Ks + i * d.ldk, a.k, tok_off(a.k, s.row, tok, kh), valid, (int)p.K, KP);
+            load_row16(Qs + i * d.ldk, a.q, tok_off(a.q, s.row, tok, kh), valid, (int)p.K, KP);
+            load_row16(Vs + i * d.ldv, a.v, tok_off(a.v, s.row, tok, hv), valid, (int)p.V, VP);
+        }
+    }
+    __syncthreads();
+    if (tid >= 32 && tid < kC)
+        Gs[tid] += Gs[31];
+    if (a.qk_l2norm)
+        for (int i = warp; i < 2 * kC; i += kPrepThreads / 32)
+            l2norm_row(i < kC ? Ks + i * d.ldk : Qs + (i - kC) * d.ldk, KP);
+    __syncthreads();
+    if (tid < kC) {
+        Eg[tid] = expf(Gs[tid]);
+        El[tid] = expf(Gs[kC - 1] - Gs[tid]);
+    }
+    { // A = diag(beta) (K K^T * decay) strictly lower (warps 0-3); Aqk (warps 4-7)
+        const int m0 = 16 * (warp & 3);
+        const E *X = warp < 4 ? Ks : Qs;
+        float acc[8][4];
+        acc_zero(acc);
+        unsigned fa[4], fb[4];
+        for (int k0 = 0; k0 < KP; k0 += 16) {
+            frag_a(fa, X, d.ldk, m0, k0);
+#pragma unroll
+            for (int nt = 0; nt < 4; nt++) {
+                frag_b2_trans(fb, Ks, d.ldk, k0, 16 * nt);
+                mma2<P>(acc[2 * nt], acc[2 * nt + 1], fa, fb);
+            }
+        }
+        if (warp < 4) {
+#pragma unroll
+            for (int jt = 0; jt < 8; jt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int r = m0 + acc_row(e), cc = acc_col(jt, e);
+                    Am[r * d.ldf + cc] = cc < r ? Bs[r] * acc[jt][e] * __expf(Gs[r] - Gs[cc]) : 0.0f;
+                }
+        } else {
+            E *aq = static_cast<E *>(p.Aq) + ch * kC * kC;
+#pragma unroll
+            for (int jt = 0; jt < 8; jt++)
+#pragma unroll
+                for (int e = 0; e < 4; e += 2) {
+                    const int r = m0 + acc_row(e), cc = acc_col(jt, e);
+                    const float x = cc <= r ? p.scale * acc[jt][e] * __expf(Gs[r] - Gs[cc]) : 0.0f;
+                    const float y = cc + 1 <= r ? p.scale * acc[jt][e + 1] * __expf(Gs[r] - Gs[cc + 1])
+                                                : 0.0f;
+                    store_pair_global(aq + r * kC + cc, x, y);
+                }
+        }
+    }
+    __syncthreads();
+    unit_lower_inverse_tc(Am, Tm, Xs, d.ldf);
+    { // Q' and K' to the workspace; K and V scaled in place into W's and U's right operands
+        E *qd = static_cast<E *>(p.Qd) + ch * kC * KP, *kd = static_cast<E *>(p.Kd) + ch * kC * KP;
+        for (int i = warp; i < kC; i += kPrepThreads / 32) {
+            const float fq = p.scale * Eg[i], fk = El[i], fb = Bs[i] * Eg[i], fv = Bs[i];
+            for (int x = 2 * lane; x < KP; x += 64) {
+                const float q0 = to_f32(Qs[i * d.ldk + x]), q1 = to_f32(Qs[i * d.ldk + x + 1]);
+                const float k0 = to_f32(Ks[i * d.ldk + x]), k1 = to_f32(Ks[i * d.ldk + x + 1]);
+                store_pair_global(qd + i * KP + x, fq * q0, fq * q1);
+                store_pair_global(kd + i * KP + x, fk * k0, fk * k1);
+                store_pair(Ks + i * d.ldk + x, fb * k0, fb * k1);
+            }
+            for (int x = lane; x < VP; x += 32)
+                Vs[i * d.ldv + x] = from_f32<E>(fv * to_f32(Vs[i * d.ldv + x]));
+        }
+        if (tid == 0)
+            p.gl[ch] = expf(Gs[kC - 1]);
+    }
+    __syncthreads();
+    { // W = T (diag(beta e^G) K), U = T (diag(beta) V): warp w rows 16 (w % 4), half the columns
+        const int m0 = 16 * (warp & 3), half = warp >> 2;
+        E *w = static_cast<E *>(p.W) + ch * kC * KP, *u = static_cast<E *>(p.U) + ch * kC * VP;
+        unsigned ta[4][4], fb[4];
+#pragma unroll
+        for (int ks = 0; ks < 4; ks++)
+            frag_a_f32<P>(ta[ks], Tm, d.ldf, m0, 16 * ks);
+        for (int n0 = half * 16; n0 < KP + VP; n0 += 32) {
+            const bool isw = n0 < KP;
+            const E *B = isw ? Ks : Vs;
+            const int ldb = isw ? d.ldk : d.ldv, nb = isw ? n0 : n0 - KP;
+            float acc[2][4];
+            acc_zero(acc);
+#pragma unroll
+            for (int ks = 0; ks < 4; ks++) {
+                frag_b2(fb, B, ldb, 16 * ks, nb);
+                mma2<P>(acc[0], acc[1], ta[ks], fb);
+            }
+            E *dst = isw ? w : u;
+            const int ldd = isw ? KP : VP;
+#pragma unroll
+            for (int jt = 0; jt < 2; jt++)
+#pragma unroll
+                for (int e = 0; e < 4; e += 2)
+                    store_pair_global(dst + (m0 + acc_row(e)) * ldd + nb + acc_col(jt, e),
+                                      acc[jt][e], acc[jt][e + 1]);
+        }
+    }
+}
+
+// ---- the state pass on 16-bit tensor cores -------------------------------------------------
+//
+// The same pass as chunk_state for bf16/f16 inputs, built for the sequential chain: 8 warps;
+// the chunk's W, Q', K', U and Aqk come in by cp.async one chunk ahead (two stages); every
+// operand reaches the tensor cores by ldmatrix; the f32 state lives in registers (warp w owns
+// state rows 16w..16w+15, all 32 columns) and its 16-bit copy, the right operand of W S and
+// Q' S, alternates between two buffers so that one barrier after the loads and one after V'
+// are all a chunk needs. Warp w computes rows 16 (w % 4).. of V' and O, columns 16 (w / 4)...
+
+constexpr int kTcThreads = 256;
+
+// A warp's 16 x 16 output block (rows m0.. of the chunk at token tok0, columns c0..) to out,
+// rows < len and columns < V only; bf16/f16 outputs with room for it store pairs.
+__device__ __forceinline__ void store_out_tile(const gdn_tensor &out, int64_t row, int64_t tok0,
+                                               int64_t hv, int m0, int len, int c0, int V,
+                                               const float (&acc)[2][4])
+{
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int r = m0 + acc_row(2 * h);
+        if (r >= len)
+            continue;
+        const int64_t base = tok_off(out, row, tok0 + r, hv);
+#pragma unroll
+        for (int jt = 0; jt < 2; jt++) {
+            const int v = c0 + acc_col(jt, 2 * h);
+            const float x = acc[jt][2 * h], y = acc[jt][2 * h + 1];
+            __nv_bfloat16 *pair = static_cast<__nv_bfloat16 *>(out.data) + base + v;
+            if (out.dtype == GDN_BF16 && v + 1 < V && reinterpret_cast<uintptr_t>(pair) % 4 == 0)
+                store_pair_global(pair, x, y);
+            else {
+                if (v < V)
+                    st(out, base + v, x);
+                if (v + 1 < V)
+                    st(out, base + v + 1, y);
+            }
+        }
+    }
+}
+
+template <class E, int KP>
+__device__ __forceinline__ void stage_chunk(const ck_args &p, unsigned char *stage, int64_t ch,
+                                            int v0)
+{
+    constexpr int es = sizeof(E), row = KP * es, n16 = row / 16, u16 = kVT * es / 16,
+                  a16 = kC * es / 16;
+    const ck_dims &d = p.d;
+    const int64_t kb = (int64_t)kC * KP * es;
+    const unsigned char *w = static_cast<const unsigned char *>(p.W) + ch * kb;
+    const unsigned char *q = static_cast<const unsigned char *>(p.Qd) + ch * kb;
+    const unsigned char *k = static_cast<const unsigned char *>(p.Kd) + ch * kb;
+    const unsigned char *u = static_cast<const unsigned char *>(p.U) + (ch * kC * d.VP + v0) * es;
+    const unsigned char *aq = static_cast<const unsigned char *>(p.Aq) + ch * kC * kC * es;
+    for (int idx = threadIdx.x; idx < kC * n16; idx += kTcThreads) {
+        const int r = idx / n16, c = (idx % n16) * 16;
+        cp_async16(stage + d.t_w + r * d.ldk * es + c, w + r * row + c);
+        cp_async16(stage + d.t_q + r * d.ldk * es + c, q + r * row + c);
+        cp_async16(stage + d.t_k + r * d.ldk * es + c, k + r * row + c);
+    }
+    for (int idx = threadIdx.x; idx < kC * u16; idx += kTcThreads) {
+        const int r = idx / u16, c = (idx % u16) * 16;
+        cp_async16(stage + d.t_u + r * d.ldu * es + c, u + (int64_t)r * d.VP * es + c);
+    }
+    for (int idx = threadIdx.x; idx < kC * a16; idx += kTcThreads) {
+        const int r = idx / a16, c = (idx % a16) * 16;
+        cp_async16(stage + d.t_a + r * d.ldq * es + c, aq + r * kC * es + c);
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+template <class P, int KP>
+__global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
+{
+    using E = typename P::st;
+    extern __shared__ __align__(16) unsigned char smem[];
+    const ck_dims &d = p.d;
+    E *Vn = reinterpret_cast<E *>(smem + d.t_vn);
+    E *const Sb0 = reinterpret_cast<E *>(smem + d.t_sb);
+    const int sb_step = KP * d.ldu; // the two 16-bit copies of S: Sb0 and Sb0 + sb_step
+    const gdn_delta_rule_args &a = p.a;
+    const int64_t nvt = d.VP / kVT, id = blockIdx.x;
+    const int v0 = (int)(id % nvt) * kVT;
+    const int64_t hv = (id / nvt) % p.HV, n = id / (nvt * p.HV);
+    const int warp = threadIdx.x >> 5, mt = warp & 3, nh = warp >> 2;
+    float *state = nullptr;
+    if (p.has_state) {
+        const int64_t slot = seq_slot(a.state_slots, n, p.S);
+        if (slot < 0)
+            return;
+        state = static_cast<float *>(a.state.data) + slot * a.state.stride[0] +
+                hv * a.state.stride[1];
+    }
+    const bool init =
+        p.has_state && (!a.has_initial_state.data || ld_index(a.has_initial_state, n) != 0);
+    const bool kv = a.state_layout == GDN_STATE_KV;
+    const int64_t s2 = a.state.stride[2], s3 = a.state.stride[3];
+    const bool owns = 16 * warp < KP; // this warp holds state rows 16w..16w+15
+    float S[4][4];
+#pragma unroll
+    for (int jt = 0; jt < 4; jt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int r = 16 * warp + acc_row(e), v = v0 + acc_col(jt, e);
+            S[jt][e] = owns && init && r < p.K && v < p.V
+                           ? state[kv ? r * s2 + v * s3 : v * s2 + r * s3]
+                           : 0.0f;
+        }
+    if (owns)
+#pragma unroll
+        for (int jt = 0; jt < 4; jt++)
+#pragma unroll
+            for (int e = 0; e < 4; e += 2)
+                store_pair(Sb0 + (16 * warp + acc_row(e)) * d.ldu + acc_col(jt, e), S[jt][e],
+                           S[jt][e + 1]);
+    const seq_info s = seq_span(a.cu_seqlens, p.T, n);
+    const int64_t first = p.chunk_off[n], nch = p.chunk_off[n + 1] - first;
+    if (nch > 0)
+        stage_chunk<E, KP>(p, smem, first * p.HV + hv, v0);
+    for (int64_t j = 0; j < nch; j++) {
+        const int64_t ch = (first + j) * p.HV + hv, tok0 = s.t0 + kC * j;
+        const int len = (int)(s.len - kC * j < kC ? s.len - kC * j : kC);
+        const unsigned char *stg = smem + (j & 1) * d.t_stage;
+        const E *Ws = reinterpret_cast<const E *>(stg + d.t_w);
+        const E *Qs = reinterpret_cast<const E *>(stg + d.t_q);
+        const E *Ks = reinterpret_cast<const E *>(stg + d.t_k);
+        const E *Us = reinterpret_cast<const E *>(stg + d.t_u);
+        const E *As = reinterpret_cast<const E *>(stg + d.t_a);
+        const E *Sc = Sb0 + (j & 1) * sb_step;
+        asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+        __syncthreads(); // chunk j and the state copy are in; stage (j + 1) & 1 is free
+        if (j + 1 < nch)
+            stage_chunk<E, KP>(p, smem + ((j + 1) & 1) * d.t_stage, ch + p.HV, v0);
+        const float decay = p.gl[ch];
+        unsigned fa[4], fb[4];
+        { // V' = U - W S
+            float acc[2][4];
+            acc_zero(acc);
+            for (int k0 = 0; k0 < KP; k0 += 16) {
+                frag_a(fa, Ws, d.ldk, 16 * mt, k0);
+                frag_b2(fb, Sc, d.ldu, k0, 16 * nh);
+                mma2<P>(acc[0], acc[1], fa, fb);
+            }
+#pragma unroll
+            for (int jt = 0; jt < 2; jt++)
+#pragma unroll
+                for (int e = 0; e < 4; e += 2) {
+                    const int r = 16 * mt + acc_row(e), c = 16 * nh + acc_col(jt, e);
+                    store_pair(Vn + r * d.ldu + c, to_f32(Us[r * d.ldu + c]) - acc[jt][e],
+                               to_f32(Us[r * d.ldu + c + 1]) - acc[jt][e + 1]);
+                }
+        }
+        __syncthreads(); // V' complete
+        { // O = Q' S + Aqk V'
+            float acc[2][4];
+            acc_zero(acc);
+            for (int k0 = 0; k0 < KP; k0 += 16) {
+                frag_a(fa, Qs, d.ldk, 16 * mt, k0);
+                frag_b2(fb, Sc, d.ldu, k0, 16 * nh);
+                mma2<P>(acc[0], acc[1], fa, fb);
+            }
+#pragma unroll
+            for (int k0 = 0; k0 < kC; k0 += 16) {
+                frag_a(fa, As, d.ldq, 16 * mt, k0);
+                frag_b2(fb, Vn, d.ldu, k0, 16 * nh);
+                mma2<P>(acc[0], acc[1], fa, fb);
+            }
+            store_out_tile(a.out, s.row, tok0, hv, 16 * mt, len, v0 + 16 * nh, (int)p.V, acc);
+        }
+        if (owns) { // S <- decay S + K'^T V', and its 16-bit copy for the next chunk
+#pragma unroll
+            for (int jt = 0; jt < 4; jt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    S[jt][e] *= decay;
+#pragma unroll
+            for (int k0 = 0; k0 < kC; k0 += 16) {
+                frag_a_trans(fa, Ks, d.ldk, 16 * warp, k0);
+                frag_b2(fb, Vn, d.ldu, k0, 0);
+                mma2<P>(S[0], S[1], fa, fb);
+                frag_b2(fb, Vn, d.ldu, k0, 16);
+                mma2<P>(S[2], S[3], fa, fb);
+            }
+            E *Sn = Sb0 + ((j + 1) & 1) * sb_step;
+#pragma unroll
+            for (int jt = 0; jt < 4; jt++)
+#pragma unroll
+                for (int e = 0; e < 4; e += 2)
+                    store_pair(Sn + (16 * warp + acc_row(e)) * d.ldu + acc_col(jt, e), S[jt][e],
+                               S[jt][e + 1]);
+        }
+    }
+    if (!state || !owns)
+        return;
+#pragma unroll
+    for (int jt = 0; jt < 4; jt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int r = 16 * warp + acc_row(e), v = v0 + acc_col(jt, e);
+            if (r < p.K && v < p.V)
+                state[kv ? r * s2 + v * s3 : v * s2 + r * s3] = S[jt][e];
+        }
+}
+
 int elem_size(gdn_dtype dt) { return dt == GDN_F32 ? 4 : 2; }
 
 // Chunk slots the workspace holds: every sequence's chunks, bounded without reading
@@ -520,18 +1081,40 @@ int max_shared_optin()
     return bytes;
 }
 
+template <class P, int KP>
+void launch_state_tc(const ck_args &k, unsigned blocks, cudaStream_t stream)
+{
+    cudaFuncSetAttribute(chunk_state_tc<P, KP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         k.d.tc_bytes);
+    chunk_state_tc<P, KP><<<blocks, kTcThreads, k.d.tc_bytes, stream>>>(k);
+}
+
 template <class P>
 gdn_status launch_chunked(gdn_context *ctx, ck_args &k, cudaStream_t stream)
 {
-    cudaFuncSetAttribute(chunk_prep<P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         k.d.prep_bytes);
-    cudaFuncSetAttribute(chunk_state<P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         k.d.state_bytes);
     chunk_offsets<<<1, 1024, 0, stream>>>(k);
-    if (k.nc > 0)
-        chunk_prep<P><<<dim3((unsigned)k.nc, (unsigned)k.HV), kThreads, k.d.prep_bytes, stream>>>(k);
-    const int64_t blocks = (int64_t)(k.d.VP / kVT) * k.HV * k.N;
-    chunk_state<P><<<(unsigned)blocks, kThreads, k.d.state_bytes, stream>>>(k);
+    const dim3 chunks((unsigned)k.nc, (unsigned)k.HV);
+    const unsigned blocks = (unsigned)((int64_t)(k.d.VP / kVT) * k.HV * k.N);
+    if constexpr (P::KS == 16) {
+        cudaFuncSetAttribute(chunk_prep_tc<P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             k.d.prep_tc_bytes);
+        if (k.nc > 0)
+            chunk_prep_tc<P><<<chunks, kPrepThreads, k.d.prep_tc_bytes, stream>>>(k);
+        switch (k.d.KP) {
+        case 32: launch_state_tc<P, 32>(k, blocks, stream); break;
+        case 64: launch_state_tc<P, 64>(k, blocks, stream); break;
+        case 96: launch_state_tc<P, 96>(k, blocks, stream); break;
+        default: launch_state_tc<P, 128>(k, blocks, stream); break;
+        }
+    } else {
+        cudaFuncSetAttribute(chunk_prep<P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             k.d.prep_bytes);
+        if (k.nc > 0)
+            chunk_prep<P><<<chunks, kThreads, k.d.prep_bytes, stream>>>(k);
+        cudaFuncSetAttribute(chunk_state<P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             k.d.state_bytes);
+        chunk_state<P><<<blocks, kThreads, k.d.state_bytes, stream>>>(k);
+    }
     return cuda_check(ctx, "gdn_delta_rule");
 }
 
@@ -544,8 +1127,11 @@ extern "C" gdn_status cuda_chunked_supported(const gdn_delta_rule_problem *p, ch
                  (long long)p->K, (long long)p->V, kMaxDim);
         return GDN_ERR_UNSUPPORTED;
     }
-    const ck_dims d = dims_for(p->K, p->V, elem_size(p->a.q.dtype));
-    const int need = d.prep_bytes > d.state_bytes ? d.prep_bytes : d.state_bytes;
+    const int es = elem_size(p->a.q.dtype);
+    const ck_dims d = dims_for(p->K, p->V, es);
+    const int prep = es == 2 ? d.prep_tc_bytes : d.prep_bytes;
+    const int pass = es == 2 ? d.tc_bytes : d.state_bytes;
+    const int need = prep > pass ? prep : pass;
     const int have = max_shared_optin();
     if (need > have) {
         snprintf(why, n, "the chunked form needs %d bytes of shared memory per block for these "

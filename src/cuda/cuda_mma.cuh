@@ -170,6 +170,60 @@ __device__ __forceinline__ void warp_mma(float (&acc)[NT][4], mview<EA> A, mview
     }
 }
 
+// ---- 16-bit operands straight from shared memory (ldmatrix) ---------------------------------
+// Tiles are row-major in shared memory with rows 16-byte aligned; ld is the row stride in
+// elements.
+
+__device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], const void *p)
+{
+    unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+
+__device__ __forceinline__ void ldsm_x4_trans(unsigned (&r)[4], const void *p)
+{
+    unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+
+// A fragment (16 x 16 at (m0, k0)) of a row-major [m][k] tile.
+template <class E>
+__device__ __forceinline__ void frag_a(unsigned (&a)[4], const E *t, int ld, int m0, int k0)
+{
+    const int l = threadIdx.x & 31;
+    ldsm_x4(a, t + (m0 + (l & 15)) * ld + k0 + 8 * (l >> 4));
+}
+
+// A fragment (16 x 16 at (m0, k0)) of A = X^T, X row-major [k][m] in shared memory.
+template <class E>
+__device__ __forceinline__ void frag_a_trans(unsigned (&a)[4], const E *x, int ld, int m0, int k0)
+{
+    const int l = threadIdx.x & 31;
+    ldsm_x4_trans(a, x + (k0 + (l & 7) + 8 * (l >> 4)) * ld + m0 + 8 * ((l >> 3) & 1));
+}
+
+// B fragments of two n-tiles (16 x 16 at (k0, n0)) of a row-major [k][n] tile: {b[0], b[1]}
+// for columns n0..n0+7, {b[2], b[3]} for n0+8..n0+15.
+template <class E>
+__device__ __forceinline__ void frag_b2(unsigned (&b)[4], const E *t, int ld, int k0, int n0)
+{
+    const int l = threadIdx.x & 31;
+    ldsm_x4_trans(b, t + (k0 + (l & 7) + 8 * ((l >> 3) & 1)) * ld + n0 + 8 * (l >> 4));
+}
+
+template <class P>
+__device__ __forceinline__ void mma2(float (&c0)[4], float (&c1)[4], const unsigned (&a)[4],
+                                     const unsigned (&b)[4])
+{
+    const unsigned b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
+    P::mma(c0, a, b0);
+    P::mma(c1, a, b1);
+}
+
 template <int NT>
 __device__ __forceinline__ void acc_zero(float (&acc)[NT][4])
 {

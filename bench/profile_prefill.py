@@ -1,0 +1,58 @@
+"""Per-kernel device time of one prefill call, libgdn's chunked form and FLA's, side by side.
+
+Usage: python3 bench/profile_prefill.py [T H HV]  (default 8192 16 32; K = V = 128, bf16).
+Uses torch.profiler (CUPTI), so it needs nothing beyond PyTorch; FLA's code must sit in .fla/fla.
+"""
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "python"))
+import gdn  # noqa: E402
+from fla_decode import import_fla_op  # noqa: E402
+
+
+def profile(name, fn, reps=5):
+    fn()
+    torch.cuda.synchronize()
+    acts = [torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=acts) as prof:
+        for _ in range(reps):
+            fn()
+        torch.cuda.synchronize()
+    rows = {}
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            n = e.name[:70]
+            rows[n] = rows.get(n, 0.0) + e.device_time / reps
+    total = sum(rows.values())
+    print(f"{name}: {total / 1e3:.3f} ms of kernels per call")
+    for n, us in sorted(rows.items(), key=lambda x: -x[1]):
+        print(f"  {us:10.1f} us  {100 * us / total:5.1f}%  {n}")
+
+
+def main():
+    T, H, HV = (int(x) for x in sys.argv[1:4]) if len(sys.argv) >= 4 else (8192, 16, 32)
+    K = V = 128
+    dev = "cuda"
+    q = torch.randn(1, T, H, K, device=dev, dtype=torch.bfloat16)
+    k = torch.randn(1, T, H, K, device=dev, dtype=torch.bfloat16)
+    v = torch.randn(1, T, HV, V, device=dev, dtype=torch.bfloat16)
+    g = torch.nn.functional.logsigmoid(torch.randn(1, T, HV, device=dev) + 3.0)
+    beta = torch.rand(1, T, HV, device=dev)
+    h0 = 0.1 * torch.randn(1, HV, K, V, device=dev)
+    print(f"T={T} H={H} HV={HV} K=V={K} on {torch.cuda.get_device_name()}")
+    profile("libgdn", lambda: gdn.chunk_gated_delta_rule(
+        q, k, v, g, beta, initial_state=h0, output_final_state=True,
+        use_qk_l2norm_in_kernel=True, algorithm="chunked"))
+    if os.path.isdir(".fla/fla"):
+        fla = import_fla_op("fla.ops.gated_delta_rule.chunk", "chunk_gated_delta_rule")
+        profile("FLA", lambda: fla(q, k, v, g=g, beta=beta, initial_state=h0,
+                                   output_final_state=True, use_qk_l2norm_in_kernel=True))
+
+
+if __name__ == "__main__":
+    main()
