@@ -13,9 +13,16 @@
 //   3. chunk_state, one block per (32 value columns, value head, sequence), chunks in order: the
 //      state tile S (K x 32, f32, shared memory) gives V' = U - W S, the output
 //      O = Q' S + Aqk V', and S <- e^G_last S + K'^T V'. The last S goes back to the pool.
-// Every product runs through cuda_mma.cuh's warp products; the precision policy follows the
-// input dtype (bf16 and f16 operands with f32 accumulation; f32 inputs as split tf32). The state
-// is always f32; W, U, Q', K', Aqk and V' are stored in the policy's type (bf16/f16/f32).
+// The precision policy follows the input dtype (cuda_mma.cuh): bf16 and f16 operands with f32
+// accumulation, f32 inputs as split tf32. The state is always f32; W, U, Q', K', Aqk and V' are
+// stored in the policy's type (bf16/f16/f32).
+//
+// f32 inputs run the kernels above (chunk_prep, chunk_state: generic fragment loads, 4 warps).
+// bf16/f16 inputs run chunk_prep_tc and chunk_state_tc, the same steps built for speed: ldmatrix
+// operands, cp.async staging, the diagonal inverse blocks in registers, the state in registers.
+// Two choices there keep the 16-bit path well inside its 5e-3 bar: Q is stored unscaled and
+// scale e^G multiplies the f32 accumulator, and the state enters W S and Q S as hi + lo 16-bit
+// parts, so neither the state nor the decay is rounded to 16 bits on the way to O.
 #include "cuda_common.cuh"
 #include "cuda_mma.cuh"
 
@@ -54,6 +61,7 @@ struct ck_args {
     ck_dims d;
     int64_t *chunk_off;         // [N + 1] first chunk of each sequence
     float *gl;                  // [nc, HV] exp(G_last)
+    float *eg;                  // [nc, HV, 64] scale exp(G_i) (16-bit path: Q is stored unscaled)
     void *W, *Qd, *Kd;          // [nc, HV, 64, KP]
     void *U;                    // [nc, HV, 64, VP]
     void *Aq;                   // [nc, HV, 64, 64]
@@ -783,14 +791,17 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
     }
     __syncthreads();
     unit_lower_inverse_tc(Am, Tm, Xs, d.ldf);
-    { // Q' and K' to the workspace; K and V scaled in place into W's and U's right operands
+    { // Q (normalised; its factor scale e^G goes to eg) and K' to the workspace; K and V scaled
+      // in place into W's and U's right operands
         E *qd = static_cast<E *>(p.Qd) + ch * kC * KP, *kd = static_cast<E *>(p.Kd) + ch * kC * KP;
         for (int i = warp; i < kC; i += kPrepThreads / 32) {
-            const float fq = p.scale * Eg[i], fk = El[i], fb = Bs[i] * Eg[i], fv = Bs[i];
+            const float fk = El[i], fb = Bs[i] * Eg[i], fv = Bs[i];
+            if (lane == 0)
+                p.eg[ch * kC + i] = p.scale * Eg[i];
             for (int x = 2 * lane; x < KP; x += 64) {
                 const float q0 = to_f32(Qs[i * d.ldk + x]), q1 = to_f32(Qs[i * d.ldk + x + 1]);
                 const float k0 = to_f32(Ks[i * d.ldk + x]), k1 = to_f32(Ks[i * d.ldk + x + 1]);
-                store_pair_global(qd + i * KP + x, fq * q0, fq * q1);
+                store_pair_global(qd + i * KP + x, q0, q1);
                 store_pair_global(kd + i * KP + x, fk * k0, fk * k1);
                 store_pair(Ks + i * d.ldk + x, fb * k0, fb * k1);
             }
@@ -834,11 +845,10 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
 // ---- the state pass on 16-bit tensor cores -------------------------------------------------
 //
 // The same pass as chunk_state for bf16/f16 inputs, built for the sequential chain: 8 warps;
-// the chunk's W, Q', K', U and Aqk come in by cp.async one chunk ahead (two stages); every
+// the chunk's W, Q, K', U and Aqk come in by cp.async one chunk ahead (two stages); every
 // operand reaches the tensor cores by ldmatrix; the f32 state lives in registers (warp w owns
-// state rows 16w..16w+15, all 32 columns) and its 16-bit copy, the right operand of W S and
-// Q' S, alternates between two buffers so that one barrier after the loads and one after V'
-// are all a chunk needs. Warp w computes rows 16 (w % 4).. of V' and O, columns 16 (w / 4)...
+// state rows 16w..16w+15, all 32 columns) and its 16-bit copy is rewritten after each chunk
+// (three barriers a chunk: loads in, V' done, state reads done). Warp w computes rows 16 (w % 4).. of V' and O, columns 16 (w / 4)...
 
 constexpr int kTcThreads = 256;
 
@@ -901,6 +911,23 @@ __device__ __forceinline__ void stage_chunk(const ck_args &p, unsigned char *sta
     asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
 
+// Warp w's state rows (16w..16w+15, 32 columns) as hi and lo 16-bit parts.
+template <int KP, class E>
+__device__ __forceinline__ void store_state_split(E *Sh, E *Sl, int ld, const float (&S)[4][4])
+{
+    const int warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int jt = 0; jt < 4; jt++)
+#pragma unroll
+        for (int e = 0; e < 4; e += 2) {
+            const int at = (16 * warp + acc_row(e)) * ld + acc_col(jt, e);
+            const float x = S[jt][e], y = S[jt][e + 1];
+            const float xh = to_f32(from_f32<E>(x)), yh = to_f32(from_f32<E>(y));
+            store_pair(Sh + at, xh, yh);
+            store_pair(Sl + at, x - xh, y - yh);
+        }
+}
+
 template <class P, int KP>
 __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
 {
@@ -908,8 +935,8 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
     extern __shared__ __align__(16) unsigned char smem[];
     const ck_dims &d = p.d;
     E *Vn = reinterpret_cast<E *>(smem + d.t_vn);
-    E *const Sb0 = reinterpret_cast<E *>(smem + d.t_sb);
-    const int sb_step = KP * d.ldu; // the two 16-bit copies of S: Sb0 and Sb0 + sb_step
+    // S as two 16-bit tiles, Sh + Sl = S to about 16 bits, the right operand of W S and Q S
+    E *const Sh = reinterpret_cast<E *>(smem + d.t_sb), *const Sl = Sh + KP * d.ldu;
     const gdn_delta_rule_args &a = p.a;
     const int64_t nvt = d.VP / kVT, id = blockIdx.x;
     const int v0 = (int)(id % nvt) * kVT;
@@ -939,12 +966,7 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
                            : 0.0f;
         }
     if (owns)
-#pragma unroll
-        for (int jt = 0; jt < 4; jt++)
-#pragma unroll
-            for (int e = 0; e < 4; e += 2)
-                store_pair(Sb0 + (16 * warp + acc_row(e)) * d.ldu + acc_col(jt, e), S[jt][e],
-                           S[jt][e + 1]);
+        store_state_split<KP>(Sh, Sl, d.ldu, S);
     const seq_info s = seq_span(a.cu_seqlens, p.T, n);
     const int64_t first = p.chunk_off[n], nch = p.chunk_off[n + 1] - first;
     if (nch > 0)
@@ -958,19 +980,22 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
         const E *Ks = reinterpret_cast<const E *>(stg + d.t_k);
         const E *Us = reinterpret_cast<const E *>(stg + d.t_u);
         const E *As = reinterpret_cast<const E *>(stg + d.t_a);
-        const E *Sc = Sb0 + (j & 1) * sb_step;
         asm volatile("cp.async.wait_group 0;\n" ::: "memory");
         __syncthreads(); // chunk j and the state copy are in; stage (j + 1) & 1 is free
         if (j + 1 < nch)
             stage_chunk<E, KP>(p, smem + ((j + 1) & 1) * d.t_stage, ch + p.HV, v0);
         const float decay = p.gl[ch];
+        const float *eg = p.eg + ch * kC + 16 * mt + acc_row(0);
+        const float eg0 = eg[0], eg8 = eg[8]; // scale e^G of this thread's two output rows
         unsigned fa[4], fb[4];
         { // V' = U - W S
             float acc[2][4];
             acc_zero(acc);
             for (int k0 = 0; k0 < KP; k0 += 16) {
                 frag_a(fa, Ws, d.ldk, 16 * mt, k0);
-                frag_b2(fb, Sc, d.ldu, k0, 16 * nh);
+                frag_b2(fb, Sh, d.ldu, k0, 16 * nh);
+                mma2<P>(acc[0], acc[1], fa, fb);
+                frag_b2(fb, Sl, d.ldu, k0, 16 * nh);
                 mma2<P>(acc[0], acc[1], fa, fb);
             }
 #pragma unroll
@@ -983,13 +1008,20 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
                 }
         }
         __syncthreads(); // V' complete
-        { // O = Q' S + Aqk V'
+        { // O = scale e^G (Q S) + Aqk V', the row factor applied in f32
             float acc[2][4];
             acc_zero(acc);
             for (int k0 = 0; k0 < KP; k0 += 16) {
                 frag_a(fa, Qs, d.ldk, 16 * mt, k0);
-                frag_b2(fb, Sc, d.ldu, k0, 16 * nh);
+                frag_b2(fb, Sh, d.ldu, k0, 16 * nh);
                 mma2<P>(acc[0], acc[1], fa, fb);
+                frag_b2(fb, Sl, d.ldu, k0, 16 * nh);
+                mma2<P>(acc[0], acc[1], fa, fb);
+            }
+#pragma unroll
+            for (int jt = 0; jt < 2; jt++) {
+                acc[jt][0] *= eg0, acc[jt][1] *= eg0;
+                acc[jt][2] *= eg8, acc[jt][3] *= eg8;
             }
 #pragma unroll
             for (int k0 = 0; k0 < kC; k0 += 16) {
@@ -1013,14 +1045,10 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
                 frag_b2(fb, Vn, d.ldu, k0, 16);
                 mma2<P>(S[2], S[3], fa, fb);
             }
-            E *Sn = Sb0 + ((j + 1) & 1) * sb_step;
-#pragma unroll
-            for (int jt = 0; jt < 4; jt++)
-#pragma unroll
-                for (int e = 0; e < 4; e += 2)
-                    store_pair(Sn + (16 * warp + acc_row(e)) * d.ldu + acc_col(jt, e), S[jt][e],
-                               S[jt][e + 1]);
         }
+        __syncthreads(); // every read of the 16-bit copies for this chunk is done
+        if (owns)
+            store_state_split<KP>(Sh, Sl, d.ldu, S);
     }
     if (!state || !owns)
         return;
@@ -1047,7 +1075,7 @@ int64_t chunk_bound(const gdn_delta_rule_problem *p)
 }
 
 struct ws_layout {
-    size_t off, gl, W, Qd, Kd, U, Aq, total;
+    size_t off, gl, eg, W, Qd, Kd, U, Aq, total;
 };
 
 ws_layout workspace_layout(const gdn_delta_rule_problem *p)
@@ -1060,6 +1088,7 @@ ws_layout workspace_layout(const gdn_delta_rule_problem *p)
     auto take = [&at](size_t bytes) { size_t o = at; at += (bytes + 255) / 256 * 256; return o; };
     w.off = take((size_t)(p->seqs.count + 1) * sizeof(int64_t));
     w.gl = take(nch * sizeof(float));
+    w.eg = take(nch * kC * sizeof(float));
     w.W = take(nch * kC * d.KP * es);
     w.Qd = take(nch * kC * d.KP * es);
     w.Kd = take(nch * kC * d.KP * es);
@@ -1163,6 +1192,7 @@ extern "C" gdn_status cuda_delta_rule_chunked(gdn_context *ctx, const gdn_delta_
     unsigned char *base = static_cast<unsigned char *>(workspace);
     k.chunk_off = reinterpret_cast<int64_t *>(base + w.off);
     k.gl = reinterpret_cast<float *>(base + w.gl);
+    k.eg = reinterpret_cast<float *>(base + w.eg);
     k.W = base + w.W, k.Qd = base + w.Qd, k.Kd = base + w.Kd, k.U = base + w.U, k.Aq = base + w.Aq;
     cudaStream_t stream = cuda_stream(ctx);
     switch (p->a.q.dtype) {
