@@ -30,18 +30,23 @@ def flops(T, HV):
     return 2.0 * chunks * (C * C * (3 * K + 2 * V) + 3 * C * K * V)
 
 
+def make_inputs(T, H, HV, dev="cuda"):
+    """q, k, v (bf16), g (log-decay), beta, h0 (f32) for one sequence of T tokens."""
+    q = torch.randn(1, T, H, K, device=dev, dtype=torch.bfloat16)
+    k = torch.randn(1, T, H, K, device=dev, dtype=torch.bfloat16)
+    v = torch.randn(1, T, HV, V, device=dev, dtype=torch.bfloat16)
+    g = torch.nn.functional.logsigmoid(torch.randn(1, T, HV, device=dev) + 3.0)
+    beta = torch.rand(1, T, HV, device=dev)
+    h0 = 0.1 * torch.randn(1, HV, K, V, device=dev)
+    return q, k, v, g, beta, h0
+
+
 def main():
     torch.manual_seed(0)
-    dev = "cuda"
     fla = import_fla_op("fla.ops.gated_delta_rule.chunk", "chunk_gated_delta_rule")
     rows = []
     for T, H, HV in ROWS:
-        q = torch.randn(1, T, H, K, device=dev, dtype=torch.bfloat16)
-        k = torch.randn(1, T, H, K, device=dev, dtype=torch.bfloat16)
-        v = torch.randn(1, T, HV, V, device=dev, dtype=torch.bfloat16)
-        g = torch.nn.functional.logsigmoid(torch.randn(1, T, HV, device=dev) + 3.0)
-        beta = torch.rand(1, T, HV, device=dev)
-        h0 = 0.1 * torch.randn(1, HV, K, V, device=dev)
+        q, k, v, g, beta, h0 = make_inputs(T, H, HV)
 
         def run_fla():
             return fla(q, k, v, g=g, beta=beta, initial_state=h0, output_final_state=True,

@@ -13,6 +13,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
                                 "python"))
 import gdn  # noqa: E402
 from fla_decode import import_fla_op  # noqa: E402
+from fla_prefill import make_inputs  # noqa: E402
 
 
 def profile(name, fn, reps=5):
@@ -36,15 +37,8 @@ def profile(name, fn, reps=5):
 
 def main():
     T, H, HV = (int(x) for x in sys.argv[1:4]) if len(sys.argv) >= 4 else (8192, 16, 32)
-    K = V = 128
-    dev = "cuda"
-    q = torch.randn(1, T, H, K, device=dev, dtype=torch.bfloat16)
-    k = torch.randn(1, T, H, K, device=dev, dtype=torch.bfloat16)
-    v = torch.randn(1, T, HV, V, device=dev, dtype=torch.bfloat16)
-    g = torch.nn.functional.logsigmoid(torch.randn(1, T, HV, device=dev) + 3.0)
-    beta = torch.rand(1, T, HV, device=dev)
-    h0 = 0.1 * torch.randn(1, HV, K, V, device=dev)
-    print(f"T={T} H={H} HV={HV} K=V={K} on {torch.cuda.get_device_name()}")
+    q, k, v, g, beta, h0 = make_inputs(T, H, HV)
+    print(f"T={T} H={H} HV={HV} K=V=128 on {torch.cuda.get_device_name()}")
     profile("libgdn", lambda: gdn.chunk_gated_delta_rule(
         q, k, v, g, beta, initial_state=h0, output_final_state=True,
         use_qk_l2norm_in_kernel=True, algorithm="chunked"))

@@ -408,7 +408,8 @@ typedef struct gdn_delta_rule_args {
     gdn_state_layout state_layout;/* GDN_STATE_KV by default */
     gdn_gva gva;                  /* GDN_GVA_BLOCK by default */
     gdn_algorithm algorithm;      /* GDN_ALGO_AUTO by default */
-    int32_t chunk_size;           /* 16, 32, 64 or 128; 0 = 64 */
+    int32_t chunk_size;           /* 16, 32, 64 or 128; 0 = 64 (the cuda backend's chunked
+                                     form always runs 64: same result, its tiles are sized for it) */
     int32_t qk_l2norm;            /* nonzero: l2-normalise q and k rows in the kernel (eps 1e-6) */
     int32_t gate_in_kernel;       /* nonzero: g and beta hold raw a and b; gating is applied */
     gdn_gating_params gating;     /* used with gate_in_kernel */
@@ -427,7 +428,9 @@ GDN_API gdn_status gdn_delta_rule_workspace_size(gdn_context *ctx,
  * non-skipped sequences. Errors: GDN_ERR_NULL, GDN_ERR_DTYPE, GDN_ERR_SHAPE, GDN_ERR_STRIDE,
  * GDN_ERR_VALUE (chunk size, enums, scale not finite, slot >= S, duplicate slot, bad
  * cu_seqlens), GDN_ERR_WORKSPACE, GDN_ERR_NO_MEMORY, GDN_ERR_UNSUPPORTED, GDN_ERR_BACKEND,
- * GDN_ERR_CUDA. */
+ * GDN_ERR_CUDA. On cuda the chunked form needs device scratch (query it with
+ * gdn_delta_rule_workspace_size; an owned workspace grows on first use, so reserve it before
+ * capturing a CUDA graph), K and V <= 128, and trusts device-side cu_seqlens to be valid. */
 GDN_API gdn_status gdn_delta_rule(gdn_context *ctx, const gdn_delta_rule_args *args);
 
 #ifdef __cplusplus

@@ -177,6 +177,55 @@ __device__ __forceinline__ int64_t tok_off(const gdn_tensor &t, int64_t row, int
     return row * t.stride[0] + tok * t.stride[1] + head * t.stride[2];
 }
 
+// Where chunk c of value head hv lies. False past the last chunk.
+struct chunk_task {
+    seq_info s;       // its sequence
+    int64_t t0, kh, ch;  // first token, key head, workspace index (c * HV + hv)
+    int len;          // tokens in the chunk (<= 64)
+};
+
+__device__ __forceinline__ bool chunk_task_for(const ck_args &p, int64_t c, int64_t hv,
+                                               chunk_task &t)
+{
+    if (c >= p.chunk_off[p.N])
+        return false;
+    const int64_t n = sequence_of_chunk(p.chunk_off, p.N, c), j = c - p.chunk_off[n];
+    t.s = seq_span(p.a.cu_seqlens, p.T, n);
+    t.t0 = t.s.t0 + kC * j;
+    t.len = (int)(t.s.len - kC * j < kC ? t.s.len - kC * j : kC);
+    t.kh = p.a.gva == GDN_GVA_BLOCK ? hv / p.ratio : hv % p.H;
+    t.ch = c * p.HV + hv;
+    return true;
+}
+
+// Threads 0..63: the chunk's gates (zero past its end), beta into Bs and, in Gs, the cumulative
+// log-decay within each 32-token half (the caller adds Gs[31] to the second half after a barrier).
+__device__ __forceinline__ void stage_gates(const ck_args &p, const chunk_task &t, int64_t hv,
+                                            float *Gs, float *Bs)
+{
+    const int tid = threadIdx.x, lane = tid & 31;
+    if (tid >= kC)
+        return;
+    const gdn_delta_rule_args &a = p.a;
+    float g = 0.0f, b = 0.0f;
+    if (tid < t.len) {
+        const int64_t tok = t.t0 + tid;
+        g = a.g.data ? ld(a.g, tok_off(a.g, t.s.row, tok, hv)) : 0.0f;
+        b = ld(a.beta, tok_off(a.beta, t.s.row, tok, hv));
+        if (a.gate_in_kernel) {
+            g = gate_g(a.gating, hv, g);
+            b = gate_beta(a.gating, b);
+        }
+    }
+    for (int o = 1; o < 32; o <<= 1) {
+        float y = __shfl_up_sync(0xffffffffu, g, o);
+        if (lane >= o)
+            g += y;
+    }
+    Gs[tid] = g;
+    Bs[tid] = b;
+}
+
 // Row i of q or k (KP wide, zero past K and for rows past the chunk), L2-normalised on request;
 // one warp per row.
 template <class E>
@@ -250,36 +299,16 @@ __global__ void __launch_bounds__(kThreads) chunk_prep(const ck_args p)
     float *Xs = reinterpret_cast<float *>(smem + d.p_x);
     float *Gs = reinterpret_cast<float *>(smem + d.p_g), *Bs = reinterpret_cast<float *>(smem + d.p_b);
     const gdn_delta_rule_args &a = p.a;
-    const int64_t c = blockIdx.x, hv = blockIdx.y;
-    if (c >= p.chunk_off[p.N])
+    const int64_t hv = blockIdx.y;
+    chunk_task ct;
+    if (!chunk_task_for(p, blockIdx.x, hv, ct))
         return;
-    const int64_t n = sequence_of_chunk(p.chunk_off, p.N, c);
-    const seq_info s = seq_span(a.cu_seqlens, p.T, n);
-    const int64_t j = c - p.chunk_off[n], t0 = s.t0 + kC * j;
-    const int len = (int)(s.len - kC * j < kC ? s.len - kC * j : kC);
-    const int64_t kh = a.gva == GDN_GVA_BLOCK ? hv / p.ratio : hv % p.H;
-    const int64_t ch = c * p.HV + hv;
+    const seq_info s = ct.s;
+    const int64_t t0 = ct.t0, kh = ct.kh, ch = ct.ch;
+    const int len = ct.len;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
 
-    if (tid < kC) { // gates, and the warp-level part of the cumulative sum
-        float g = 0.0f, b = 0.0f;
-        if (tid < len) {
-            const int64_t tok = t0 + tid;
-            g = a.g.data ? ld(a.g, tok_off(a.g, s.row, tok, hv)) : 0.0f;
-            b = ld(a.beta, tok_off(a.beta, s.row, tok, hv));
-            if (a.gate_in_kernel) {
-                g = gate_g(a.gating, hv, g);
-                b = gate_beta(a.gating, b);
-            }
-        }
-        for (int o = 1; o < 32; o <<= 1) {
-            float y = __shfl_up_sync(0xffffffffu, g, o);
-            if (lane >= o)
-                g += y;
-        }
-        Gs[tid] = g;
-        Bs[tid] = b;
-    }
+    stage_gates(p, ct, hv, Gs, Bs);
     for (int i = warp; i < kC; i += kThreads / 32) {
         const int64_t tok = t0 + i;
         const bool valid = i < len;
@@ -696,37 +725,17 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
     float *Gs = reinterpret_cast<float *>(smem + d.r_g), *Bs = reinterpret_cast<float *>(smem + d.r_b);
     float *Eg = reinterpret_cast<float *>(smem + d.r_eg), *El = reinterpret_cast<float *>(smem + d.r_el);
     const gdn_delta_rule_args &a = p.a;
-    const int64_t c = blockIdx.x, hv = blockIdx.y;
-    if (c >= p.chunk_off[p.N])
+    const int64_t hv = blockIdx.y;
+    chunk_task ct;
+    if (!chunk_task_for(p, blockIdx.x, hv, ct))
         return;
-    const int64_t n = sequence_of_chunk(p.chunk_off, p.N, c);
-    const seq_info s = seq_span(a.cu_seqlens, p.T, n);
-    const int64_t j = c - p.chunk_off[n], t0 = s.t0 + kC * j;
-    const int len = (int)(s.len - kC * j < kC ? s.len - kC * j : kC);
-    const int64_t kh = a.gva == GDN_GVA_BLOCK ? hv / p.ratio : hv % p.H;
-    const int64_t ch = c * p.HV + hv;
+    const seq_info s = ct.s;
+    const int64_t t0 = ct.t0, kh = ct.kh, ch = ct.ch;
+    const int len = ct.len;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int KP = d.KP, VP = d.VP;
 
-    if (tid < kC) { // gates and the warp-level part of the cumulative sum
-        float g = 0.0f, b = 0.0f;
-        if (tid < len) {
-            const int64_t tok = t0 + tid;
-            g = a.g.data ? ld(a.g, tok_off(a.g, s.row, tok, hv)) : 0.0f;
-            b = ld(a.beta, tok_off(a.beta, s.row, tok, hv));
-            if (a.gate_in_kernel) {
-                g = gate_g(a.gating, hv, g);
-                b = gate_beta(a.gating, b);
-            }
-        }
-        for (int o = 1; o < 32; o <<= 1) {
-            float y = __shfl_up_sync(0xffffffffu, g, o);
-            if (lane >= o)
-                g += y;
-        }
-        Gs[tid] = g;
-        Bs[tid] = b;
-    }
+    stage_gates(p, ct, hv, Gs, Bs);
     if (rows16_ok(a.k, p.K) && rows16_ok(a.q, p.K) && rows16_ok(a.v, p.V)) {
         // every row is whole 16-byte pieces: one round of cp.async for the whole chunk
         stage_rows16<E>(Ks, d.ldk, a.k, s.row, t0, kh, len, KP);
