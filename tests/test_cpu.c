@@ -5,7 +5,11 @@
  *   - results independent of the thread count, to the bit;
  *   - pools it cannot use in place (bf16 state, strided rows) are staged and still exact;
  *   - a 65536-token sequence stays within 1e-5 (SPEC section 8);
- *   - GDN_ALGO_CHUNKED runs (reference code for now) and agrees. */
+ *   - the chunked WY kernels at every level on the same random configurations with every chunk
+ *     size (T below, at and past the chunk, varlen with empty and one-token sequences), f32
+ *     outputs and states within 1e-5 of the float64 reference;
+ *   - the chunked form's two schedules (tasks per thread, and chunks + state columns in parallel
+ *     when there are fewer tasks than threads) give the same bytes. */
 #include "delta_case.h"
 #include "harness.h"
 
@@ -92,39 +96,48 @@ static void test_levels(rng *r)
               levels[l].name, (int)gdn_context_cpu_isa(ctx));
         for (int i = 0; i < 16; i++) {
             delta_config f = random_config(r, i);
+            f.chunk = (int[]){0, 16, 32, 64, 128}[rng_int(r, 0, 4)];
             delta_case c;
             delta_case_init(&c, &f, r);
             compare(ctx, &c, GDN_ALGO_RECURRENT, 1e-5, levels[l].name);
+            compare(ctx, &c, GDN_ALGO_CHUNKED, 1e-5, levels[l].name);
             delta_case_free(&c);
         }
         gdn_context_destroy(ctx);
     }
 }
 
-/* The same problem on 1 and 3 threads gives the same bytes: each (sequence, head) is one task. */
+/* The same problem on 1 and 3 threads gives the same bytes. Recurrent: each (sequence, head) is
+ * one task. Chunked: 1 thread runs tasks whole, 3 threads with 2 tasks split chunks and state
+ * columns over threads, with the same arithmetic per element. */
 static void test_thread_count(rng *r)
 {
-    delta_config f = random_config(r, 1);
-    f.pool = true;
-    delta_case c;
-    delta_case_init(&c, &f, r);
-    gdn_context *one = cpu_context(GDN_ISA_AUTO, 1), *three = cpu_context(GDN_ISA_AUTO, 3);
-    CHECK(one && three && gdn_context_num_threads(three) == 3, "cpu contexts with 1 and 3 threads");
-    if (one && three) {
-        CHECK_OK(delta_case_run(one, &c, GDN_ALGO_RECURRENT), one);
-        gdn_tensor out1 = tensor_zeros_like(&c.out), st1 = tensor_zeros_like(&c.state);
-        memcpy(out1.data, c.out.data, tensor_bytes(&c.out));
-        memcpy(st1.data, c.state.data, tensor_bytes(&c.state));
-        CHECK_OK(delta_case_run(three, &c, GDN_ALGO_RECURRENT), three);
-        CHECK(!memcmp(out1.data, c.out.data, tensor_bytes(&c.out)) &&
-                  !memcmp(st1.data, c.state.data, tensor_bytes(&c.state)),
-              "1 and 3 threads differ");
-        tensor_free(&out1);
-        tensor_free(&st1);
+    for (int algo = GDN_ALGO_RECURRENT; algo <= GDN_ALGO_CHUNKED; algo++) {
+        delta_config f = random_config(r, 1);
+        f.pool = true;
+        if (algo == GDN_ALGO_CHUNKED)
+            f.nseq = 1, f.H = 1, f.HV = 2, f.T = 300, f.V = 100;
+        delta_case c;
+        delta_case_init(&c, &f, r);
+        gdn_context *one = cpu_context(GDN_ISA_AUTO, 1), *three = cpu_context(GDN_ISA_AUTO, 3);
+        CHECK(one && three && gdn_context_num_threads(three) == 3,
+              "cpu contexts with 1 and 3 threads");
+        if (one && three) {
+            CHECK_OK(delta_case_run(one, &c, (gdn_algorithm)algo), one);
+            gdn_tensor out1 = tensor_zeros_like(&c.out), st1 = tensor_zeros_like(&c.state);
+            memcpy(out1.data, c.out.data, tensor_bytes(&c.out));
+            memcpy(st1.data, c.state.data, tensor_bytes(&c.state));
+            CHECK_OK(delta_case_run(three, &c, (gdn_algorithm)algo), three);
+            CHECK(!memcmp(out1.data, c.out.data, tensor_bytes(&c.out)) &&
+                      !memcmp(st1.data, c.state.data, tensor_bytes(&c.state)),
+                  "1 and 3 threads differ (algorithm %d)", algo);
+            tensor_free(&out1);
+            tensor_free(&st1);
+        }
+        gdn_context_destroy(one);
+        gdn_context_destroy(three);
+        delta_case_free(&c);
     }
-    gdn_context_destroy(one);
-    gdn_context_destroy(three);
-    delta_case_free(&c);
 }
 
 /* Pools the kernel cannot use in place: bf16, and rows with a gap (last dim stride 2). */

@@ -8,11 +8,6 @@
 
 #include <string.h>
 
-typedef struct cpu_backend_state {
-    cpu_pool *pool;
-    gdn_cpu_isa isa;  /* active level: SCALAR, AVX2 or AVX512 */
-} cpu_backend_state;
-
 /* One (sequence, value head) of the fused recurrent delta rule, at most two passes over the
  * state per token, in place in the pool when its last dimension is contiguous f32. `scratch`
  * holds cpu_recurrent_scratch_floats() floats. */
@@ -25,11 +20,76 @@ static inline void cpu_load_f32(const gdn_tensor *t, int64_t off, int64_t n, flo
 {
     if (t->dtype == GDN_F32) {
         memcpy(dst, (const float *)t->data + off, (size_t)n * sizeof *dst);
-        return;
+    } else if (t->dtype == GDN_BF16) { /* bf16 is the top half of an f32: a shift, no rounding */
+        const uint16_t *src = (const uint16_t *)t->data + off;
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t bits = (uint32_t)src[i] << 16;
+            memcpy(dst + i, &bits, sizeof bits);
+        }
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = (float)gdn_load(t, off + i);
     }
-    for (int64_t i = 0; i < n; i++)
-        dst[i] = (float)gdn_load(t, off + i);
 }
+
+/* Writes src[0 .. n-1] to elements off .. off+n-1 of a float tensor's contiguous last
+ * dimension, rounding to its dtype as gdn_store does. */
+static inline void cpu_store_f32(const gdn_tensor *t, int64_t off, int64_t n, const float *src)
+{
+    if (t->dtype == GDN_F32)
+        memcpy((float *)t->data + off, src, (size_t)n * sizeof *src);
+    else
+        for (int64_t i = 0; i < n; i++)
+            gdn_store(t, off + i, src[i]);
+}
+
+/* ---- The chunked WY form (cpu_chunked.c drives it; cpu_chunked_<isa>.c compute it) ----------
+ * Sizes are padded to a multiple of the kernels' `pad` (their micro-tile width) and padding is
+ * zero, so the micro-kernels never see a partial tile. One chunk of L <= C tokens: */
+typedef struct cpu_chunk_geom {
+    int64_t C, K, V;        /* chunk length, key and value dims */
+    int64_t Cp, Kp, Vp;     /* the same, padded */
+    float scale;
+} cpu_chunk_geom;
+
+/* A chunk's inputs, filled by the driver (rows >= L zero, beta 0, G held at G[L-1]) and then
+ * worked in place by the prep kernel. */
+typedef struct cpu_chunk_inputs {
+    float *Kc;              /* [Cp, Kp] keys (normalised when asked) -> -beta e^G k */
+    float *Vc;              /* [Cp, Vp] values -> beta v */
+    float *A;               /* [Cp, Cp] scratch: K K^T -> strictly lower beta_i k_i.k_j e^(G_i-G_j) */
+    float *Tinv;            /* [Cp, Cp] scratch: (I + A)^-1 */
+    float *G, *beta;        /* [Cp] cumulative log-decay within the chunk, write strength */
+} cpu_chunk_inputs;
+
+/* What the state pass needs from a chunk; Q arrives holding the queries. */
+typedef struct cpu_chunk_record {
+    float *W;               /* [Cp, Kp] -(I + A)^-1 diag(beta e^G) K */
+    float *U;               /* [Cp, Vp] (I + A)^-1 diag(beta) V; the state pass turns it into
+                             * V' = U - W S in place */
+    float *Q;               /* [Cp, Kp] queries -> scale e^G_i q_i */
+    float *KT;              /* [Kp, Cp] K^T with column m scaled by e^(G_last - G_m) */
+    float *P;               /* [Cp, Cp] lower scale q_i.k_j e^(G_i - G_j), j <= i */
+    float *decay;           /* [1] e^G_last */
+} cpu_chunk_record;
+
+typedef struct cpu_chunk_kernels {
+    int64_t pad;            /* every padded size is a multiple of this */
+    /* in -> rec: everything that does not depend on the state */
+    void (*prep)(const cpu_chunk_geom *g, cpu_chunk_inputs *in, cpu_chunk_record *rec);
+    /* Columns [c0, c0 + nc) of the state S [Kp, Vp] (c0, nc multiples of pad): V' = U - W S,
+     * O = Q S + P V' into O [Cp, Vp], S = decay S + KT V'. */
+    void (*state)(const cpu_chunk_geom *g, cpu_chunk_record *rec, float *S, int64_t c0,
+                  int64_t nc, float *O);
+} cpu_chunk_kernels;
+
+extern const cpu_chunk_kernels cpu_chunk_scalar, cpu_chunk_avx2, cpu_chunk_avx512;
+
+typedef struct cpu_backend_state {
+    cpu_pool *pool;
+    gdn_cpu_isa isa;  /* active level: SCALAR, AVX2 or AVX512 */
+    const cpu_chunk_kernels *chunk; /* that level's chunked kernels */
+} cpu_backend_state;
 
 /* cpu_pointwise.c */
 gdn_status cpu_conv1d(gdn_context *ctx, const gdn_conv1d_problem *p);
@@ -40,5 +100,12 @@ gdn_status cpu_rmsnorm_gated(gdn_context *ctx, const gdn_rmsnorm_problem *p);
 void cpu_recurrent_scalar(const gdn_delta_rule_problem *p, int64_t n, int64_t hv, float *scratch);
 void cpu_recurrent_avx2(const gdn_delta_rule_problem *p, int64_t n, int64_t hv, float *scratch);
 void cpu_recurrent_avx512(const gdn_delta_rule_problem *p, int64_t n, int64_t hv, float *scratch);
+
+/* cpu_chunked.c: the chunked WY form over (sequence, value head) tasks, or for fewer tasks than
+ * threads in two phases (chunk preparation parallel over chunks, then the state pass parallel over
+ * column blocks of the state). */
+bool cpu_chunked_wanted(const cpu_backend_state *s, const gdn_delta_rule_problem *p);
+size_t cpu_chunked_workspace(const cpu_backend_state *s, const gdn_delta_rule_problem *p);
+void cpu_chunked_run(const cpu_backend_state *s, const gdn_delta_rule_problem *p, void *workspace);
 
 #endif

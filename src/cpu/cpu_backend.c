@@ -1,12 +1,9 @@
 /* The CPU backend's op table: a thread pool per context, the ISA level chosen at creation, the
- * fused recurrent delta rule split over (sequence, value head) tasks (what GDN_ALGO_AUTO and
- * GDN_ALGO_RECURRENT run), and conv, gating and norms split over rows (cpu_pointwise.c). Not
- * specialised yet: an explicit GDN_ALGO_CHUNKED runs the reference code (exact, float64,
- * single-threaded). */
+ * delta rule as the fused recurrent kernel over (sequence, value head) tasks or the chunked WY
+ * form (cpu_chunked.c; GDN_ALGO_AUTO picks it when sequences average 32 tokens or more), and conv,
+ * gating and norms split over rows (cpu_pointwise.c). */
 #define _POSIX_C_SOURCE 200809L
 #include "cpu.h"
-
-#include "../ref/ref.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +60,13 @@ static gdn_status choose_isa(gdn_context *ctx, gdn_cpu_isa *out)
     return GDN_OK;
 }
 
+static const cpu_chunk_kernels *chunk_kernels(gdn_cpu_isa isa)
+{
+    return isa == GDN_ISA_AVX512 ? &cpu_chunk_avx512
+           : isa == GDN_ISA_AVX2 ? &cpu_chunk_avx2
+                                 : &cpu_chunk_scalar;
+}
+
 static gdn_status cpu_init(gdn_context *ctx)
 {
     cpu_backend_state *s = calloc(1, sizeof *s);
@@ -73,6 +77,7 @@ static gdn_status cpu_init(gdn_context *ctx)
         free(s);
         return st;
     }
+    s->chunk = chunk_kernels(s->isa);
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     int threads = ctx->opts.num_threads ? ctx->opts.num_threads : (int)(online > 0 ? online : 1);
     s->pool = cpu_pool_create(threads);
@@ -103,8 +108,8 @@ size_t cpu_recurrent_scratch_floats(const gdn_delta_rule_problem *p)
 static size_t cpu_delta_rule_workspace(const gdn_context *ctx, const gdn_delta_rule_problem *p)
 {
     const cpu_backend_state *s = ctx->backend_state;
-    if (p->a.algorithm == GDN_ALGO_CHUNKED)
-        return ref_delta_rule_workspace(ctx, p);
+    if (cpu_chunked_wanted(s, p))
+        return cpu_chunked_workspace(s, p);
     return (size_t)cpu_pool_threads(s->pool) * cpu_recurrent_scratch_floats(p) * sizeof(float);
 }
 
@@ -125,8 +130,10 @@ static gdn_status cpu_delta_rule(gdn_context *ctx, const gdn_delta_rule_problem 
                                  void *workspace)
 {
     const cpu_backend_state *s = ctx->backend_state;
-    if (p->a.algorithm == GDN_ALGO_CHUNKED)
-        return ref_delta_rule(ctx, p, workspace);
+    if (cpu_chunked_wanted(s, p)) {
+        cpu_chunked_run(s, p, workspace);
+        return GDN_OK;
+    }
     recurrent_job j = {p, cpu_recurrent_scalar, workspace, cpu_recurrent_scratch_floats(p)};
     if (s->isa == GDN_ISA_AVX512)
         j.kernel = cpu_recurrent_avx512;

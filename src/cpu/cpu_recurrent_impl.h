@@ -9,37 +9,12 @@
  * S = a S + k u^T. The state is used in place in the pool when its last dimension is contiguous
  * f32; otherwise it is staged in scratch. */
 #include "cpu.h"
+#include "cpu_vec.h"
 
 #include "../ref/ref.h"
 
 #include <math.h>
 #include <string.h>
-
-#ifndef LANES
-#define LANES 4   /* floats in one native vector: the including file sets 16 (zmm) or 8 (ymm) */
-#endif
-
-/* GCC/Clang vector extensions: values of this type live in registers at every ISA level, which
- * plain arrays of accumulators did not (the compiler kept them on the stack). */
-typedef float vf __attribute__((vector_size(LANES * sizeof(float))));
-
-static inline vf vload(const float *p)
-{
-    vf v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-static inline void vstore(float *p, vf v) { memcpy(p, &v, sizeof v); }
-static inline vf vsplat(float x) { return (vf){0} + x; }
-
-static inline float vsum(vf v) /* a fixed order, so every level rounds the same way */
-{
-    float s = 0.0f;
-    for (int j = 0; j < LANES; j++)
-        s += v[j];
-    return s;
-}
 
 static float dot(const float *x, const float *y, int64_t n)
 {

@@ -1,0 +1,165 @@
+/* The chunked WY form's arithmetic (SPEC section 2) for one chunk, written once and compiled once
+ * per ISA level: cpu_chunked_<isa>.c sets LANES, the micro-tile (MR rows by NV vectors) and
+ * CPU_CHUNK_KERNELS, and the build gives it that level's -m flags. cpu_chunked.c loads the
+ * chunks, owns the buffers and the threads; this file is matrix products on zero-padded
+ * row-major f32 buffers, every one of them cut into MR x NR register tiles (the BLIS split of
+ * framework and micro-kernel, without packing: a chunk's operands already sit in L1/L2).
+ *
+ * Per chunk (rows i, j, m are tokens; e^(G_i - G_j) <= 1 for j <= i, so no exponent overflows):
+ *   prep:  A = strictly lower beta_i k_i.k_j e^(G_i - G_j),  Tinv = (I + A)^-1 (forward
+ *          substitution), W = -Tinv diag(beta e^G) K, U = Tinv diag(beta) V,
+ *          P = lower scale q_i.k_j e^(G_i - G_j), Q = scale e^G_i q_i, KT = (e^(G_last - G) k)^T;
+ *   state: V' = U + W S, O = Q S + P V', S = e^G_last S + KT V'. */
+#include "cpu.h"
+#include "cpu_vec.h"
+
+#include <math.h>
+
+#ifndef MR
+#define MR 4
+#endif
+#ifndef NV
+#define NV 2
+#endif
+#define NR (NV * LANES)
+
+/* Cout[MR, NR] = cs Cin + A[MR, depth] B[depth, NR] (no Cin term when Cin is NULL). Cout may be
+ * Cin: the tile reads all of Cin before it writes. */
+static inline void tile(int64_t depth, const float *A, int64_t lda, const float *B, int64_t ldb,
+                        const float *Cin, int64_t ldi, float cs, float *Cout, int64_t ldo)
+{
+    vf acc[MR][NV];
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; r++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++)
+            acc[r][v] = Cin ? vsplat(cs) * vload(Cin + r * ldi + v * LANES) : (vf){0};
+    for (int64_t p = 0; p < depth; p++) {
+        vf b[NV];
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++)
+            b[v] = vload(B + p * ldb + v * LANES);
+#pragma GCC unroll 16
+        for (int r = 0; r < MR; r++) {
+            const vf a = vsplat(A[r * lda + p]);
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; v++)
+                acc[r][v] += a * b[v];
+        }
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; r++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++)
+            vstore(Cout + r * ldo + v * LANES, acc[r][v]);
+}
+
+/* Cout[M, N] = cs Cin + A[M, depth] B[depth, N], M a multiple of MR, N of NR. `lower`: A is
+ * lower triangular (zero right of its diagonal), so row block i0 stops at depth i0 + MR.
+ * Column blocks outermost: one NR-wide panel of B stays in L1 while every row block uses it. */
+static void gemm(int64_t M, int64_t N, int64_t depth, const float *A, int64_t lda, const float *B,
+                 int64_t ldb, const float *Cin, int64_t ldi, float cs, float *Cout, int64_t ldo,
+                 bool lower)
+{
+    for (int64_t j0 = 0; j0 < N; j0 += NR)
+        for (int64_t i0 = 0; i0 < M; i0 += MR) {
+            const int64_t d = lower && i0 + MR < depth ? i0 + MR : depth;
+            tile(d, A + i0 * lda, lda, B + j0, ldb, Cin ? Cin + i0 * ldi + j0 : NULL, ldi, cs,
+                 Cout + i0 * ldo + j0, ldo);
+        }
+}
+
+/* Tinv = (I + A)^-1 for strictly lower A [n, n], row by row: Tinv_i = e_i - sum_{m<i} A_im Tinv_m.
+ * Row m of Tinv is zero right of m, so column vector c only needs rows m >= c LANES. */
+static void unit_lower_inverse(const float *A, float *Tinv, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const float *a = A + i * n;
+        float *t = Tinv + i * n;
+        for (int64_t c = 0; c < n; c += LANES) {
+            vf s0 = {0}, s1 = {0}; /* two chains: the sum is a latency-bound dependency */
+            int64_t m = c;
+            for (; m + 1 < i; m += 2) {
+                s0 -= vsplat(a[m]) * vload(Tinv + m * n + c);
+                s1 -= vsplat(a[m + 1]) * vload(Tinv + (m + 1) * n + c);
+            }
+            if (m < i)
+                s0 -= vsplat(a[m]) * vload(Tinv + m * n + c);
+            vstore(t + c, s0 + s1);
+        }
+        t[i] = 1.0f;
+    }
+}
+
+/* Strided loads, contiguous stores: a store that misses its line costs more than a load. */
+static void transpose(const float *X, int64_t rows, int64_t cols, float *XT)
+{
+    for (int64_t j = 0; j < cols; j++)
+        for (int64_t i = 0; i < rows; i++)
+            XT[j * rows + i] = X[i * cols + j];
+}
+
+/* A = K K^T and P = Q K^T (already in place) become the gated, masked matrices of the chunk. */
+static void gate_and_mask(const cpu_chunk_geom *g, const cpu_chunk_inputs *in, float *P)
+{
+    const int64_t Cp = g->Cp;
+    for (int64_t i = 0; i < Cp; i++) {
+        const vf Gi = vsplat(in->G[i]), bi = vsplat(in->beta[i]), sc = vsplat(g->scale);
+        float *a = in->A + i * Cp, *pr = P + i * Cp;
+        for (int64_t j = 0; j < Cp; j += LANES) {
+            const vi col = viota((int32_t)j), row = (vi){0} + (int32_t)i;
+            vf d = Gi - vload(in->G + j);
+            d = vselect(d > 0.0f, (vf){0}, d);
+            const vf e = vexp_nonpositive(d);
+            vstore(a + j, vselect(col < row, bi * vload(a + j) * e, (vf){0}));
+            vstore(pr + j, vselect(col <= row, sc * vload(pr + j) * e, (vf){0}));
+        }
+    }
+}
+
+static void scale_rows(float *X, int64_t ld, int64_t i, float s)
+{
+    for (int64_t j = 0; j < ld; j += LANES)
+        vstore(X + i * ld + j, vsplat(s) * vload(X + i * ld + j));
+}
+
+static void prep(const cpu_chunk_geom *g, cpu_chunk_inputs *in, cpu_chunk_record *rec)
+{
+    const int64_t Cp = g->Cp, Kp = g->Kp, Vp = g->Vp;
+    transpose(in->Kc, Cp, Kp, rec->KT);
+    gemm(Cp, Cp, Kp, in->Kc, Kp, rec->KT, Cp, NULL, 0, 0.0f, in->A, Cp, false);
+    gemm(Cp, Cp, Kp, rec->Q, Kp, rec->KT, Cp, NULL, 0, 0.0f, rec->P, Cp, false);
+    gate_and_mask(g, in, rec->P);
+    unit_lower_inverse(in->A, in->Tinv, Cp);
+    const float glast = in->G[Cp - 1]; /* padding rows hold the last token's G */
+    for (int64_t i = 0; i < Cp; i++) {
+        const float eg = expf(in->G[i]);
+        scale_rows(in->Kc, Kp, i, -in->beta[i] * eg);
+        scale_rows(in->Vc, Vp, i, in->beta[i]);
+        scale_rows(rec->Q, Kp, i, g->scale * eg);
+    }
+    gemm(Cp, Kp, Cp, in->Tinv, Cp, in->Kc, Kp, NULL, 0, 0.0f, rec->W, Kp, true);
+    gemm(Cp, Vp, Cp, in->Tinv, Cp, in->Vc, Vp, NULL, 0, 0.0f, rec->U, Vp, true);
+    float tail[128]; /* e^(G_last - G_m); Cp <= 128 (chunk <= 128, pad divides it) */
+    for (int64_t m = 0; m < Cp; m += LANES)
+        vstore(tail + m, vexp_nonpositive(vsplat(glast) - vload(in->G + m)));
+    for (int64_t x = 0; x < Kp; x++)
+        for (int64_t m = 0; m < Cp; m += LANES)
+            vstore(rec->KT + x * Cp + m, vload(tail + m) * vload(rec->KT + x * Cp + m));
+    *rec->decay = expf(glast);
+}
+
+static void state(const cpu_chunk_geom *g, cpu_chunk_record *rec, float *S, int64_t c0,
+                  int64_t nc, float *O)
+{
+    const int64_t Cp = g->Cp, Kp = g->Kp, Vp = g->Vp;
+    float *U = rec->U + c0;
+    S += c0;
+    O += c0;
+    gemm(Cp, nc, Kp, rec->W, Kp, S, Vp, U, Vp, 1.0f, U, Vp, false);        /* V' = U - W S */
+    gemm(Cp, nc, Kp, rec->Q, Kp, S, Vp, NULL, 0, 0.0f, O, Vp, false);      /* O = Q S */
+    gemm(Cp, nc, Cp, rec->P, Cp, U, Vp, O, Vp, 1.0f, O, Vp, true);         /*   + P V' */
+    gemm(Kp, nc, Cp, rec->KT, Cp, U, Vp, S, Vp, *rec->decay, S, Vp, false); /* S update */
+}
+
+const cpu_chunk_kernels CPU_CHUNK_KERNELS = {NR, prep, state};
