@@ -142,7 +142,10 @@ typedef enum gdn_backend {
 } gdn_backend;
 
 /* CPU instruction-set level for the cpu backend (GDN_ISA_AUTO: the best the CPU and OS allow;
- * the environment variable GDN_CPU_ISA=scalar|avx2|avx512|amx overrides AUTO). */
+ * the environment variable GDN_CPU_ISA=scalar|avx2|avx512|amx overrides AUTO). GDN_ISA_AMX is the
+ * avx512 kernels plus AMX tile products in the chunked delta rule for bf16 q/k/v (bf16 operands,
+ * f32 accumulation and state: the bf16 bar, 5e-3); it needs AMX-BF16, a build with AMX support
+ * and the OS's permission (asked for at context creation; refused: GDN_ERR_BACKEND). */
 typedef enum gdn_cpu_isa {
     GDN_ISA_AUTO = 0,
     GDN_ISA_SCALAR = 1,
@@ -185,8 +188,8 @@ GDN_API int gdn_backend_available(gdn_backend backend);
 GDN_API int gdn_context_num_threads(const gdn_context *ctx);
 
 /* The CPU instruction-set level a cpu-backend context runs (chosen at creation from
- * opts.cpu_isa, $GDN_CPU_ISA, or the best the CPU has; AMX runs the AVX-512 kernels until AMX
- * ones exist). GDN_ISA_AUTO for other backends and for a NULL ctx. */
+ * opts.cpu_isa, $GDN_CPU_ISA, or the best the CPU and OS allow). GDN_ISA_AUTO for other backends
+ * and for a NULL ctx. */
 GDN_API gdn_cpu_isa gdn_context_cpu_isa(const gdn_context *ctx);
 
 /* Sets the cudaStream_t later ops are enqueued on (ignored by host backends). */
@@ -408,14 +411,16 @@ typedef struct gdn_delta_rule_args {
     gdn_state_layout state_layout;/* GDN_STATE_KV by default */
     gdn_gva gva;                  /* GDN_GVA_BLOCK by default */
     gdn_algorithm algorithm;      /* GDN_ALGO_AUTO by default */
-    int32_t chunk_size;           /* 16, 32, 64 or 128; 0 = 64 (the cuda backend's chunked
-                                     form always runs 64: same result, its tiles are sized for it) */
+    int32_t chunk_size;           /* 16, 32, 64 or 128; 0 = the backend's choice: 64 on ref and
+                                     cuda (whose chunked form always runs 64: same result, its
+                                     tiles are sized for it), 32 on cpu (64 with AMX) */
     int32_t qk_l2norm;            /* nonzero: l2-normalise q and k rows in the kernel (eps 1e-6) */
     int32_t gate_in_kernel;       /* nonzero: g and beta hold raw a and b; gating is applied */
     gdn_gating_params gating;     /* used with gate_in_kernel */
 } gdn_delta_rule_args;
 
-/* All tensors absent, scale 0 (1/sqrt(K)), KV, block, auto, chunk 64, no l2norm, no gating. */
+/* All tensors absent, scale 0 (1/sqrt(K)), KV, block, auto, chunk_size 0 (the backend's choice),
+ * no l2norm, no gating. */
 GDN_API gdn_delta_rule_args gdn_delta_rule_default_args(void);
 
 /* Scratch bytes gdn_delta_rule() needs for these arguments on ctx's backend (validates them

@@ -7,7 +7,7 @@
  *   - a 65536-token sequence stays within 1e-5 (SPEC section 8);
  *   - the chunked WY kernels at every level on the same random configurations with every chunk
  *     size (T below, at and past the chunk, varlen with empty and one-token sequences), f32
- *     outputs and states within 1e-5 of the float64 reference;
+ *     outputs and states within 1e-5 of the float64 reference (5e-3 for bf16 inputs on AMX);
  *   - the chunked form's two schedules (tasks per thread, and chunks + state columns in parallel
  *     when there are fewer tasks than threads) give the same bytes. */
 #include "delta_case.h"
@@ -82,13 +82,18 @@ static void test_levels(rng *r)
         const char *name;
     } levels[] = {{GDN_ISA_SCALAR, 0, "scalar"},
                   {GDN_ISA_AVX2, GDN_CPU_AVX2, "avx2"},
-                  {GDN_ISA_AVX512, GDN_CPU_AVX512F, "avx512"}};
+                  {GDN_ISA_AVX512, GDN_CPU_AVX512F, "avx512"},
+                  {GDN_ISA_AMX, GDN_CPU_AMX_BF16 | GDN_CPU_AVX512F, "amx"}};
     for (size_t l = 0; l < sizeof levels / sizeof levels[0]; l++) {
         if ((gdn_cpu_features() & levels[l].need) != levels[l].need) {
             printf("%s: not on this CPU, skipped\n", levels[l].name);
             continue;
         }
         gdn_context *ctx = cpu_context(levels[l].isa, 3);
+        if (!ctx && levels[l].isa == GDN_ISA_AMX) { /* no AMX kernels built, or the OS said no */
+            printf("amx: %s, skipped\n", gdn_last_error(NULL));
+            continue;
+        }
         CHECK(ctx != NULL, "cpu context at %s: %s", levels[l].name, gdn_last_error(NULL));
         if (!ctx)
             continue;
@@ -97,10 +102,15 @@ static void test_levels(rng *r)
         for (int i = 0; i < 16; i++) {
             delta_config f = random_config(r, i);
             f.chunk = (int[]){0, 16, 32, 64, 128}[rng_int(r, 0, 4)];
+            const bool amx = levels[l].isa == GDN_ISA_AMX;
+            if (amx && i % 2 == 0)
+                f.dtype = GDN_BF16; /* the inputs AMX takes */
             delta_case c;
             delta_case_init(&c, &f, r);
             compare(ctx, &c, GDN_ALGO_RECURRENT, 1e-5, levels[l].name);
-            compare(ctx, &c, GDN_ALGO_CHUNKED, 1e-5, levels[l].name);
+            /* AMX products: bf16 operands, the bf16 bar */
+            compare(ctx, &c, GDN_ALGO_CHUNKED, amx && f.dtype == GDN_BF16 ? 5e-3 : 1e-5,
+                    levels[l].name);
             delta_case_free(&c);
         }
         gdn_context_destroy(ctx);
@@ -200,7 +210,8 @@ static void test_long_and_chunked(rng *r)
     g.T = 100;
     delta_case d;
     delta_case_init(&d, &g, r);
-    compare(ctx, &d, GDN_ALGO_CHUNKED, 1e-5, "chunked");
+    const bool amx = gdn_context_cpu_isa(ctx) == GDN_ISA_AMX && g.dtype == GDN_BF16;
+    compare(ctx, &d, GDN_ALGO_CHUNKED, amx ? 5e-3 : 1e-5, "chunked");
     delta_case_free(&d);
     gdn_context_destroy(ctx);
 }

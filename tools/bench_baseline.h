@@ -21,5 +21,9 @@ typedef struct baseline_problem {
 void baseline_run(const baseline_problem *p, int threads);
 /* Measured f32 FMA throughput of `threads` threads, in GFLOP/s (2 flops per FMA), best of 5. */
 double baseline_fma_peak_gflops(int threads);
+/* Measured AMX bf16 throughput (TDPBF16PS) of `threads` threads in GFLOP/s, best of 5; 0 when
+ * this build has no AMX code. Call only where the CPU has AMX and the OS granted it (a cpu
+ * context at the amx level). */
+double bench_amx_peak_gflops(int threads);
 
 #endif

@@ -115,13 +115,14 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None,
                            use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False,
                            state_v_first=False, cu_seqlens=None, *, use_gate_in_kernel=False,
                            A_log=None, dt_bias=None, state_pool=None, state_indices=None,
-                           has_initial_state=None, gva="block", chunk_size=64,
+                           has_initial_state=None, gva="block", chunk_size=None,
                            algorithm="auto", backend=None, **kwargs):
     """Prefill: FLA's chunk_gated_delta_rule. q, k [B, T, H, K]; v [B, T, HV, V]; g, beta
     [B, T, HV]; initial_state [N, HV, K, V] ([N, HV, V, K] with state_v_first). Returns
     (o [B, T, HV, V], final_state or None); scale None or 0 means 1/sqrt(K).
     algorithm="auto" lets the backend choose (chunked where it has it). libgdn extras: state_pool (updated in place) with state_indices (slot per
-    sequence, -1 = skip) and has_initial_state; gva="tiled"; chunk_size; backend."""
+    sequence, -1 = skip) and has_initial_state; gva="tiled"; chunk_size (16, 32, 64, 128; None:
+    the backend's choice); backend."""
     _reject_unknown(kwargs)
     return _delta_rule(q, k, v, g, beta, scale, initial_state, output_final_state,
                        use_qk_l2norm_in_kernel, use_gate_in_kernel, A_log, dt_bias,

@@ -36,11 +36,21 @@ static inline void cpu_load_f32(const gdn_tensor *t, int64_t off, int64_t n, flo
  * dimension, rounding to its dtype as gdn_store does. */
 static inline void cpu_store_f32(const gdn_tensor *t, int64_t off, int64_t n, const float *src)
 {
-    if (t->dtype == GDN_F32)
+    if (t->dtype == GDN_F32) {
         memcpy((float *)t->data + off, src, (size_t)n * sizeof *src);
-    else
+    } else if (t->dtype == GDN_BF16) { /* gdn_f32_to_bf16 inline, so the loop vectorizes */
+        uint16_t *dst = (uint16_t *)t->data + off;
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t u;
+            memcpy(&u, src + i, sizeof u);
+            const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+            const uint32_t nan = (u >> 16) | 0x0040u; /* quiet, sign kept */
+            dst[i] = (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+        }
+    } else {
         for (int64_t i = 0; i < n; i++)
             gdn_store(t, off + i, src[i]);
+    }
 }
 
 /* ---- The chunked WY form (cpu_chunked.c drives it; cpu_chunked_<isa>.c compute it) ----------
@@ -75,19 +85,26 @@ typedef struct cpu_chunk_record {
 
 typedef struct cpu_chunk_kernels {
     int64_t pad;            /* every padded size is a multiple of this */
+    /* floats of per-call scratch the kernels need (each worker has its own) */
+    size_t (*scratch_floats)(const cpu_chunk_geom *g);
     /* in -> rec: everything that does not depend on the state */
-    void (*prep)(const cpu_chunk_geom *g, cpu_chunk_inputs *in, cpu_chunk_record *rec);
+    void (*prep)(const cpu_chunk_geom *g, cpu_chunk_inputs *in, cpu_chunk_record *rec,
+                 float *scratch);
     /* Columns [c0, c0 + nc) of the state S [Kp, Vp] (c0, nc multiples of pad): V' = U - W S,
      * O = Q S + P V' into O [Cp, Vp], S = decay S + KT V'. */
     void (*state)(const cpu_chunk_geom *g, cpu_chunk_record *rec, float *S, int64_t c0,
-                  int64_t nc, float *O);
+                  int64_t nc, float *O, float *scratch);
 } cpu_chunk_kernels;
 
 extern const cpu_chunk_kernels cpu_chunk_scalar, cpu_chunk_avx2, cpu_chunk_avx512;
+/* bf16 operands on AMX tiles, f32 accumulation and state (cpu_chunked_amx.c); NULL when the
+ * build has no AMX support. The record's W, Q, KT and P then hold bf16 (in the first half of
+ * their f32 areas). */
+extern const cpu_chunk_kernels *const cpu_chunk_amx;
 
 typedef struct cpu_backend_state {
     cpu_pool *pool;
-    gdn_cpu_isa isa;  /* active level: SCALAR, AVX2 or AVX512 */
+    gdn_cpu_isa isa;  /* active level: SCALAR, AVX2, AVX512 or AMX (avx512 + AMX products) */
     const cpu_chunk_kernels *chunk; /* that level's chunked kernels */
 } cpu_backend_state;
 

@@ -3,11 +3,15 @@
  * form (cpu_chunked.c; GDN_ALGO_AUTO picks it when sequences average 32 tokens or more), and conv,
  * gating and norms split over rows (cpu_pointwise.c). */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* syscall() for the AMX permission request */
 #include "cpu.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#if defined(__linux__) && (defined(__x86_64__) || defined(__i386__))
+#include <sys/syscall.h>
+#endif
 
 static const char *isa_name(gdn_cpu_isa isa)
 {
@@ -32,8 +36,21 @@ static bool isa_supported(gdn_cpu_isa isa)
     }
 }
 
-/* The level to run: the context's request, else $GDN_CPU_ISA, else the best the CPU has. AMX has
- * no kernels of its own yet and runs the AVX-512 ones. */
+/* Linux hands out the AMX tile state only to processes that ask for it (once per process;
+ * asking again is harmless). */
+static bool amx_permitted(void)
+{
+#if defined(__linux__) && defined(SYS_arch_prctl)
+    enum { ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 };
+    return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+#else
+    return false;
+#endif
+}
+
+/* The level to run: the context's request, else $GDN_CPU_ISA, else the best the CPU has. The amx
+ * level is the avx512 kernels plus AMX products in the chunked form for bf16 inputs; it needs
+ * the kernels built (a compiler with AMX support) and the OS's permission. */
 static gdn_status choose_isa(gdn_context *ctx, gdn_cpu_isa *out)
 {
     gdn_cpu_isa want = ctx->opts.cpu_isa;
@@ -48,21 +65,28 @@ static gdn_status choose_isa(gdn_context *ctx, gdn_cpu_isa *out)
             return gdn_fail(ctx, GDN_ERR_VALUE, "gdn_context_create",
                             "GDN_CPU_ISA is '%s', expected scalar, avx2, avx512 or amx", env);
     }
+    const bool amx = cpu_chunk_amx && isa_supported(GDN_ISA_AMX) &&
+                     isa_supported(GDN_ISA_AVX512) && amx_permitted();
     if (want == GDN_ISA_AUTO)
-        want = isa_supported(GDN_ISA_AVX512) ? GDN_ISA_AVX512
-               : isa_supported(GDN_ISA_AVX2) ? GDN_ISA_AVX2
-                                             : GDN_ISA_SCALAR;
-    if (!isa_supported(want))
+        want = amx                            ? GDN_ISA_AMX
+               : isa_supported(GDN_ISA_AVX512) ? GDN_ISA_AVX512
+               : isa_supported(GDN_ISA_AVX2)   ? GDN_ISA_AVX2
+                                               : GDN_ISA_SCALAR;
+    if (!isa_supported(want) || (want == GDN_ISA_AMX && !amx))
         return gdn_fail(ctx, GDN_ERR_BACKEND, "gdn_context_create",
-                        "cpu ISA level %s is not available on this CPU (gdn info lists its "
-                        "features)", isa_name(want));
-    *out = want == GDN_ISA_AMX ? GDN_ISA_AVX512 : want;
+                        "cpu ISA level %s is not available on this CPU%s (gdn info lists its "
+                        "features)", isa_name(want),
+                        want == GDN_ISA_AMX && isa_supported(want)
+                            ? (cpu_chunk_amx ? ", the OS refused the AMX tile state"
+                                             : ", this build has no AMX kernels")
+                            : "");
+    *out = want;
     return GDN_OK;
 }
 
 static const cpu_chunk_kernels *chunk_kernels(gdn_cpu_isa isa)
 {
-    return isa == GDN_ISA_AVX512 ? &cpu_chunk_avx512
+    return isa >= GDN_ISA_AVX512 ? &cpu_chunk_avx512
            : isa == GDN_ISA_AVX2 ? &cpu_chunk_avx2
                                  : &cpu_chunk_scalar;
 }
@@ -135,7 +159,7 @@ static gdn_status cpu_delta_rule(gdn_context *ctx, const gdn_delta_rule_problem 
         return GDN_OK;
     }
     recurrent_job j = {p, cpu_recurrent_scalar, workspace, cpu_recurrent_scratch_floats(p)};
-    if (s->isa == GDN_ISA_AVX512)
+    if (s->isa >= GDN_ISA_AVX512)
         j.kernel = cpu_recurrent_avx512;
     else if (s->isa == GDN_ISA_AVX2)
         j.kernel = cpu_recurrent_avx2;

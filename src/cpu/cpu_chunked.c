@@ -21,15 +21,33 @@ static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 /* Floats of one buffer, rounded so that every carved buffer starts 64 bytes apart. */
 static size_t floats(int64_t n) { return (size_t)round_up(n, 16); }
 
-/* The chunk length the cpu runs: the caller's chunk_size, else 32. A CPU has no tile shape to
- * fill, and 32 costs fewer multiply-adds per token than 64 (the C^2 terms halve; the state's
- * 3 K V do not change): docs/PERFORMANCE.md has the measurement. */
-static int64_t chunk_len(const gdn_delta_rule_problem *p) { return p->a.chunk_size ? p->chunk : 32; }
+/* The chunk length the cpu runs: the caller's chunk_size, else 32 for the f32 kernels (no tile
+ * shape to fill, and 32 costs fewer multiply-adds per token than 64: the C^2 terms halve while
+ * the state's 3 K V stay; docs/PERFORMANCE.md has the measurement) and 64 on AMX, whose products
+ * are cheap next to the per-chunk f32 work on the state. */
+static int64_t chunk_len(const cpu_chunk_kernels *k, const gdn_delta_rule_problem *p)
+{
+    if (p->a.chunk_size)
+        return p->chunk;
+    return k == cpu_chunk_amx ? 64 : 32;
+}
+
+/* AMX for bf16 q, k, v at the amx level; the level's f32 kernels otherwise (f32 inputs need
+ * f32 products for their 1e-5 bar; f16 ones would lose bits to bf16). */
+static const cpu_chunk_kernels *kernels_for(const cpu_backend_state *st,
+                                            const gdn_delta_rule_problem *p)
+{
+    const gdn_delta_rule_args *a = &p->a;
+    if (st->isa == GDN_ISA_AMX && cpu_chunk_amx && a->q.dtype == GDN_BF16 &&
+        a->k.dtype == GDN_BF16 && a->v.dtype == GDN_BF16)
+        return cpu_chunk_amx;
+    return st->chunk;
+}
 
 static cpu_chunk_geom geom_of(const cpu_chunk_kernels *k, const gdn_delta_rule_problem *p)
 {
     cpu_chunk_geom g;
-    g.C = chunk_len(p), g.K = p->K, g.V = p->V;
+    g.C = chunk_len(k, p), g.K = p->K, g.V = p->V;
     g.Cp = round_up(g.C, k->pad), g.Kp = round_up(g.K, k->pad), g.Vp = round_up(g.V, k->pad);
     g.scale = (float)p->scale;
     return g;
@@ -48,6 +66,10 @@ static size_t record_floats(const cpu_chunk_geom *g)
 }
 
 static size_t state_floats(const cpu_chunk_geom *g) { return floats(g->Kp * g->Vp); }
+static size_t scratch_floats(const cpu_chunk_kernels *k, const cpu_chunk_geom *g)
+{
+    return k->scratch_floats ? floats((int64_t)k->scratch_floats(g)) : 0;
+}
 static size_t out_floats(const cpu_chunk_geom *g) { return floats(g->Cp * g->Vp); }
 
 static float *carve(float **cursor, int64_t n)
@@ -91,7 +113,7 @@ typedef struct chunk_job {
     bool split;
     int64_t window;         /* split: chunks per task and window; the window's first chunk */
     int64_t first;
-    float *workers;         /* per worker: inputs (+ record + state in fused) + O */
+    float *workers;         /* per worker: inputs, O, kernel scratch (+ record, state: fused) */
     size_t per_worker;
     float *states;          /* split: one state per task */
     float *records;         /* split: window records per task */
@@ -187,9 +209,14 @@ static int64_t load_chunk(const chunk_job *j, const seq_head *s, int64_t c, cpu_
     const cpu_chunk_geom *g = &j->g;
     const int64_t c0 = s->t0 + c * g->C;
     const int64_t L = s->t0 + s->len - c0 < g->C ? s->t0 + s->len - c0 : g->C;
-    memset(rec->Q, 0, (size_t)(g->Cp * g->Kp) * sizeof(float));
-    memset(in->Kc, 0, (size_t)(g->Cp * g->Kp) * sizeof(float));
-    memset(in->Vc, 0, (size_t)(g->Cp * g->Vp) * sizeof(float));
+    /* zero what no token fills: the padding columns of each row, and the rows past L */
+    float *bufs[3] = {rec->Q, in->Kc, in->Vc};
+    const int64_t width[3] = {p->K, p->K, p->V}, ld[3] = {g->Kp, g->Kp, g->Vp};
+    for (int b = 0; b < 3; b++) {
+        for (int64_t i = 0; i < L && width[b] < ld[b]; i++)
+            memset(bufs[b] + i * ld[b] + width[b], 0, (size_t)(ld[b] - width[b]) * sizeof(float));
+        memset(bufs[b] + L * ld[b], 0, (size_t)((g->Cp - L) * ld[b]) * sizeof(float));
+    }
     double G = 0.0;
     for (int64_t i = 0; i < L; i++) {
         const int64_t t = c0 + i;
@@ -226,7 +253,8 @@ static int64_t chunk_length(const chunk_job *j, const seq_head *s, int64_t c)
 
 /* Asks for chunk c's q, k and v rows to be brought into cache while the previous chunk computes:
  * each (token, head) row is its own short run of memory, too short for the hardware prefetcher
- * to follow from one token to the next. */
+ * to follow from one token to the next. Into L2: rows a few KiB apart share L1 sets, and L1
+ * holds the working set. (Prefetching the output rows for writing as well measured slower.) */
 static void prefetch_chunk(const chunk_job *j, const seq_head *s, int64_t c)
 {
     const gdn_delta_rule_args *a = &j->p->a;
@@ -236,13 +264,12 @@ static void prefetch_chunk(const chunk_job *j, const seq_head *s, int64_t c)
     const gdn_tensor *rows[3] = {&a->q, &a->k, &a->v};
     const int64_t heads[3] = {s->kh, s->kh, s->hv}, dims[3] = {j->p->K, j->p->K, j->p->V};
     for (int x = 0; x < 3; x++) {
-        const size_t bytes = (size_t)dims[x] * gdn_dtype_size(rows[x]->dtype);
+        const size_t esize = gdn_dtype_size(rows[x]->dtype), bytes = (size_t)dims[x] * esize;
         for (int64_t i = 0; i < L; i++) {
             const char *row = (const char *)rows[x]->data +
-                              (size_t)token_offset(rows[x], s->row, c0 + i, heads[x]) *
-                                  gdn_dtype_size(rows[x]->dtype);
+                              (size_t)token_offset(rows[x], s->row, c0 + i, heads[x]) * esize;
             for (size_t b = 0; b < bytes; b += 64)
-                __builtin_prefetch(row + b, 0, 2); /* to L2: L1 holds the working set */
+                __builtin_prefetch(row + b, 0, 2);
         }
     }
 }
@@ -266,14 +293,16 @@ static void fused_task(void *arg, int64_t task, int worker)
         return;
     float *cur = j->workers + (size_t)worker * j->per_worker;
     cpu_chunk_inputs in = carve_inputs(&cur, &j->g);
+    float *O = carve(&cur, j->g.Cp * j->g.Vp), *scratch = cur;
+    cur += scratch_floats(j->k, &j->g);
     cpu_chunk_record rec = carve_record(&cur, &j->g);
-    float *S = carve(&cur, j->g.Kp * j->g.Vp), *O = carve(&cur, j->g.Cp * j->g.Vp);
+    float *S = carve(&cur, j->g.Kp * j->g.Vp);
     state_load(j, &s, S);
     for (int64_t c = 0; c < s.chunks; c++) {
         const int64_t L = load_chunk(j, &s, c, &in, &rec);
         prefetch_chunk(j, &s, c + 1);
-        j->k->prep(&j->g, &in, &rec);
-        j->k->state(&j->g, &rec, S, 0, j->g.Vp, O);
+        j->k->prep(&j->g, &in, &rec, scratch);
+        j->k->state(&j->g, &rec, S, 0, j->g.Vp, O, scratch);
         store_out(j, &s, c, L, O, 0, j->g.Vp);
     }
     state_store(j, &s, S);
@@ -319,9 +348,10 @@ static void split_prep_task(void *arg, int64_t unit, int worker)
         return;
     float *cur = j->workers + (size_t)worker * j->per_worker;
     cpu_chunk_inputs in = carve_inputs(&cur, &j->g);
+    float *scratch = cur + out_floats(&j->g);
     cpu_chunk_record rec = window_record(j, task, c - j->first);
     load_chunk(j, &s, c, &in, &rec);
-    j->k->prep(&j->g, &in, &rec);
+    j->k->prep(&j->g, &in, &rec, scratch);
 }
 
 /* Phase 2 unit: one column block of one task's state through the window's chunks. */
@@ -334,9 +364,10 @@ static void split_state_task(void *arg, int64_t unit, int worker)
     if (s.skip)
         return;
     float *O = j->workers + (size_t)worker * j->per_worker + inputs_floats(&j->g);
+    float *scratch = O + out_floats(&j->g);
     for (int64_t c = j->first; c < j->first + j->window && c < s.chunks; c++) {
         cpu_chunk_record rec = window_record(j, task, c - j->first);
-        j->k->state(&j->g, &rec, task_state(j, task), c0, j->k->pad, O);
+        j->k->state(&j->g, &rec, task_state(j, task), c0, j->k->pad, O, scratch);
         store_out(j, &s, c, chunk_length(j, &s, c), O, c0, j->k->pad);
     }
 }
@@ -348,7 +379,7 @@ static chunk_job job_of(const cpu_backend_state *st, const gdn_delta_rule_proble
     chunk_job j;
     memset(&j, 0, sizeof j);
     j.p = p;
-    j.k = st->chunk;
+    j.k = kernels_for(st, p);
     j.g = geom_of(j.k, p);
     j.tasks = p->seqs.count * p->HV;
     const int64_t threads = cpu_pool_threads(st->pool);
@@ -358,10 +389,10 @@ static chunk_job job_of(const cpu_backend_state *st, const gdn_delta_rule_proble
         const int64_t most = (p->max_len + j.g.C - 1) / j.g.C;
         j.window = (4 * threads + j.tasks - 1) / j.tasks;
         j.window = j.window < most ? j.window : (most > 0 ? most : 1);
-        j.per_worker = inputs_floats(&j.g) + out_floats(&j.g);
+        j.per_worker = inputs_floats(&j.g) + out_floats(&j.g) + scratch_floats(j.k, &j.g);
     } else {
-        j.per_worker = inputs_floats(&j.g) + record_floats(&j.g) + state_floats(&j.g) +
-                       out_floats(&j.g);
+        j.per_worker = inputs_floats(&j.g) + out_floats(&j.g) + scratch_floats(j.k, &j.g) +
+                       record_floats(&j.g) + state_floats(&j.g);
     }
     return j;
 }

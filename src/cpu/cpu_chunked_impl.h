@@ -23,6 +23,61 @@
 #endif
 #define NR (NV * LANES)
 
+/* Tinv = (I + A)^-1 for strictly lower A [n, n], row by row: Tinv_i = e_i - sum_{m<i} A_im Tinv_m.
+ * Row m of Tinv is zero right of m, so column vector c only needs rows m >= c LANES. */
+static void unit_lower_inverse(const float *A, float *Tinv, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const float *a = A + i * n;
+        float *t = Tinv + i * n;
+        for (int64_t c = 0; c < n; c += LANES) {
+            vf s0 = {0}, s1 = {0}; /* two chains: the sum is a latency-bound dependency */
+            int64_t m = c;
+            for (; m + 1 < i; m += 2) {
+                s0 -= vsplat(a[m]) * vload(Tinv + m * n + c);
+                s1 -= vsplat(a[m + 1]) * vload(Tinv + (m + 1) * n + c);
+            }
+            if (m < i)
+                s0 -= vsplat(a[m]) * vload(Tinv + m * n + c);
+            vstore(t + c, s0 + s1);
+        }
+        t[i] = 1.0f;
+    }
+}
+
+/* A = K K^T and P = Q K^T (already in place) become the gated, masked matrices of the chunk. */
+static void gate_and_mask(const cpu_chunk_geom *g, const cpu_chunk_inputs *in, float *P)
+{
+    const int64_t Cp = g->Cp;
+    for (int64_t i = 0; i < Cp; i++) {
+        const vf Gi = vsplat(in->G[i]), bi = vsplat(in->beta[i]), sc = vsplat(g->scale);
+        float *a = in->A + i * Cp, *pr = P + i * Cp;
+        for (int64_t j = 0; j < Cp; j += LANES) {
+            const vi col = viota((int32_t)j), row = (vi){0} + (int32_t)i;
+            vf d = Gi - vload(in->G + j);
+            d = vselect(d > 0.0f, (vf){0}, d);
+            const vf e = vexp_nonpositive(d);
+            vstore(a + j, vselect(col < row, bi * vload(a + j) * e, (vf){0}));
+            vstore(pr + j, vselect(col <= row, sc * vload(pr + j) * e, (vf){0}));
+        }
+    }
+}
+
+/* tail[m] = e^(G_last - G_m) for m < Cp <= 128 (chunk <= 128, and pad divides 128) */
+static void decay_to_end(const float *G, int64_t Cp, float *tail)
+{
+    for (int64_t m = 0; m < Cp; m += LANES)
+        vstore(tail + m, vexp_nonpositive(vsplat(G[Cp - 1]) - vload(G + m)));
+}
+
+
+#ifdef CPU_CHUNK_KERNELS /* the f32 kernels (cpu_chunked_amx.c uses only the helpers above) */
+static void scale_rows(float *X, int64_t ld, int64_t i, float s)
+{
+    for (int64_t j = 0; j < ld; j += LANES)
+        vstore(X + i * ld + j, vsplat(s) * vload(X + i * ld + j));
+}
+
 /* Cout[MR, NR] = cs Cin + A[MR, depth] B[depth, NR] (no Cin term when Cin is NULL). Cout may be
  * Cin: the tile reads all of Cin before it writes. */
 static inline void tile(int64_t depth, const float *A, int64_t lda, const float *B, int64_t ldb,
@@ -69,28 +124,6 @@ static void gemm(int64_t M, int64_t N, int64_t depth, const float *A, int64_t ld
         }
 }
 
-/* Tinv = (I + A)^-1 for strictly lower A [n, n], row by row: Tinv_i = e_i - sum_{m<i} A_im Tinv_m.
- * Row m of Tinv is zero right of m, so column vector c only needs rows m >= c LANES. */
-static void unit_lower_inverse(const float *A, float *Tinv, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++) {
-        const float *a = A + i * n;
-        float *t = Tinv + i * n;
-        for (int64_t c = 0; c < n; c += LANES) {
-            vf s0 = {0}, s1 = {0}; /* two chains: the sum is a latency-bound dependency */
-            int64_t m = c;
-            for (; m + 1 < i; m += 2) {
-                s0 -= vsplat(a[m]) * vload(Tinv + m * n + c);
-                s1 -= vsplat(a[m + 1]) * vload(Tinv + (m + 1) * n + c);
-            }
-            if (m < i)
-                s0 -= vsplat(a[m]) * vload(Tinv + m * n + c);
-            vstore(t + c, s0 + s1);
-        }
-        t[i] = 1.0f;
-    }
-}
-
 /* Strided loads, contiguous stores: a store that misses its line costs more than a load. */
 static void transpose(const float *X, int64_t rows, int64_t cols, float *XT)
 {
@@ -99,32 +132,10 @@ static void transpose(const float *X, int64_t rows, int64_t cols, float *XT)
             XT[j * rows + i] = X[i * cols + j];
 }
 
-/* A = K K^T and P = Q K^T (already in place) become the gated, masked matrices of the chunk. */
-static void gate_and_mask(const cpu_chunk_geom *g, const cpu_chunk_inputs *in, float *P)
+static void prep(const cpu_chunk_geom *g, cpu_chunk_inputs *in, cpu_chunk_record *rec,
+                 float *scratch)
 {
-    const int64_t Cp = g->Cp;
-    for (int64_t i = 0; i < Cp; i++) {
-        const vf Gi = vsplat(in->G[i]), bi = vsplat(in->beta[i]), sc = vsplat(g->scale);
-        float *a = in->A + i * Cp, *pr = P + i * Cp;
-        for (int64_t j = 0; j < Cp; j += LANES) {
-            const vi col = viota((int32_t)j), row = (vi){0} + (int32_t)i;
-            vf d = Gi - vload(in->G + j);
-            d = vselect(d > 0.0f, (vf){0}, d);
-            const vf e = vexp_nonpositive(d);
-            vstore(a + j, vselect(col < row, bi * vload(a + j) * e, (vf){0}));
-            vstore(pr + j, vselect(col <= row, sc * vload(pr + j) * e, (vf){0}));
-        }
-    }
-}
-
-static void scale_rows(float *X, int64_t ld, int64_t i, float s)
-{
-    for (int64_t j = 0; j < ld; j += LANES)
-        vstore(X + i * ld + j, vsplat(s) * vload(X + i * ld + j));
-}
-
-static void prep(const cpu_chunk_geom *g, cpu_chunk_inputs *in, cpu_chunk_record *rec)
-{
+    (void)scratch;
     const int64_t Cp = g->Cp, Kp = g->Kp, Vp = g->Vp;
     transpose(in->Kc, Cp, Kp, rec->KT);
     gemm(Cp, Cp, Kp, in->Kc, Kp, rec->KT, Cp, NULL, 0, 0.0f, in->A, Cp, false);
@@ -140,9 +151,8 @@ static void prep(const cpu_chunk_geom *g, cpu_chunk_inputs *in, cpu_chunk_record
     }
     gemm(Cp, Kp, Cp, in->Tinv, Cp, in->Kc, Kp, NULL, 0, 0.0f, rec->W, Kp, true);
     gemm(Cp, Vp, Cp, in->Tinv, Cp, in->Vc, Vp, NULL, 0, 0.0f, rec->U, Vp, true);
-    float tail[128]; /* e^(G_last - G_m); Cp <= 128 (chunk <= 128, pad divides it) */
-    for (int64_t m = 0; m < Cp; m += LANES)
-        vstore(tail + m, vexp_nonpositive(vsplat(glast) - vload(in->G + m)));
+    float tail[128];
+    decay_to_end(in->G, Cp, tail);
     for (int64_t x = 0; x < Kp; x++)
         for (int64_t m = 0; m < Cp; m += LANES)
             vstore(rec->KT + x * Cp + m, vload(tail + m) * vload(rec->KT + x * Cp + m));
@@ -150,8 +160,9 @@ static void prep(const cpu_chunk_geom *g, cpu_chunk_inputs *in, cpu_chunk_record
 }
 
 static void state(const cpu_chunk_geom *g, cpu_chunk_record *rec, float *S, int64_t c0,
-                  int64_t nc, float *O)
+                  int64_t nc, float *O, float *scratch)
 {
+    (void)scratch;
     const int64_t Cp = g->Cp, Kp = g->Kp, Vp = g->Vp;
     float *U = rec->U + c0;
     S += c0;
@@ -162,4 +173,5 @@ static void state(const cpu_chunk_geom *g, cpu_chunk_record *rec, float *S, int6
     gemm(Kp, nc, Cp, rec->KT, Cp, U, Vp, S, Vp, *rec->decay, S, Vp, false); /* S update */
 }
 
-const cpu_chunk_kernels CPU_CHUNK_KERNELS = {NR, prep, state};
+const cpu_chunk_kernels CPU_CHUNK_KERNELS = {NR, NULL, prep, state};
+#endif

@@ -1,0 +1,245 @@
+/* The chunked WY form with its matrix products on AMX tiles: bf16 operands, f32 accumulation,
+ * f32 state (cpu_chunked.c runs it for bf16 inputs at the amx level). The f32 steps between the
+ * products (gates and masks, the triangular inverse, row scalings) are the avx512 kernels' own
+ * code, included from cpu_chunked_impl.h.
+ *
+ * Precision, for the bf16 bar of 5e-3: q and k enter as the bf16 values they are (rounded again
+ * only after an in-kernel L2 norm); the state enters W S and Q S as hi + lo bf16 parts (two
+ * products), and so does the inverse (I + A)^-1 in W and U; W, Q, P, K'^T and V' are rounded to
+ * bf16 once. Every product accumulates in f32 tiles and the state stays f32.
+ *
+ * Tiles: one configuration for every product, 8 tiles of 16 rows x 64 bytes; a 32 x 32 block of
+ * f32 results in tiles 0-3, two A tiles (16 rows x 32 bf16) in 4-5, two B tiles in 6-7. B operands
+ * are "VNNI" packed: word (p, j) holds rows 2p and 2p + 1 of column j as two bf16. */
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512BF16__)
+#define LANES 16
+#define MR 8
+#define NV 2
+#include "cpu_chunked_impl.h"
+
+#include <immintrin.h>
+
+
+typedef struct amx_config {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} amx_config;
+
+static void tiles_begin(void)
+{
+    _Alignas(64) amx_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 8; t++) {
+        cfg.colsb[t] = 64;
+        cfg.rows[t] = 16;
+    }
+    _tile_loadconfig(&cfg);
+}
+
+/* One product term: A [M, depth] bf16 row-major (lda elements), B VNNI [depth / 2, N] words
+ * (ldb words); depth a multiple of 32. */
+typedef struct amx_term {
+    const uint16_t *A;
+    int64_t lda;
+    const uint32_t *B;
+    int64_t ldb, depth;
+} amx_term;
+
+/* C [M, N] f32 (ldc) = Cin (or 0 when NULL; may be C) + sum of the terms; M, N multiples of 32. */
+static void amx_gemm(int64_t M, int64_t N, const amx_term *terms, int nterms, const float *Cin,
+                     int64_t ldi, float *C, int64_t ldc)
+{
+    for (int64_t i0 = 0; i0 < M; i0 += 32)
+        for (int64_t j0 = 0; j0 < N; j0 += 32) {
+            if (Cin) {
+                _tile_loadd(0, Cin + i0 * ldi + j0, ldi * 4);
+                _tile_loadd(1, Cin + i0 * ldi + j0 + 16, ldi * 4);
+                _tile_loadd(2, Cin + (i0 + 16) * ldi + j0, ldi * 4);
+                _tile_loadd(3, Cin + (i0 + 16) * ldi + j0 + 16, ldi * 4);
+            } else {
+                _tile_zero(0);
+                _tile_zero(1);
+                _tile_zero(2);
+                _tile_zero(3);
+            }
+            for (int t = 0; t < nterms; t++) {
+                const amx_term *x = &terms[t];
+                for (int64_t d = 0; d < x->depth; d += 32) {
+                    _tile_loadd(4, x->A + i0 * x->lda + d, x->lda * 2);
+                    _tile_loadd(5, x->A + (i0 + 16) * x->lda + d, x->lda * 2);
+                    _tile_loadd(6, x->B + d / 2 * x->ldb + j0, x->ldb * 4);
+                    _tile_loadd(7, x->B + d / 2 * x->ldb + j0 + 16, x->ldb * 4);
+                    _tile_dpbf16ps(0, 4, 6);
+                    _tile_dpbf16ps(1, 4, 7);
+                    _tile_dpbf16ps(2, 5, 6);
+                    _tile_dpbf16ps(3, 5, 7);
+                }
+            }
+            _tile_stored(0, C + i0 * ldc + j0, ldc * 4);
+            _tile_stored(1, C + i0 * ldc + j0 + 16, ldc * 4);
+            _tile_stored(2, C + (i0 + 16) * ldc + j0, ldc * 4);
+            _tile_stored(3, C + (i0 + 16) * ldc + j0 + 16, ldc * 4);
+        }
+}
+
+/* 16 bf16 (round to nearest even) of 16 f32, widened to 32-bit lanes in the low half. */
+static inline __m512i bf16_lanes(__m512 x)
+{
+    return _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(x));
+}
+
+static inline __m512 bf16_value(__m512i lanes) /* back to f32 */
+{
+    return _mm512_castsi512_ps(_mm512_slli_epi32(lanes, 16));
+}
+
+/* Y [rows, cols] bf16 row-major (ldy) = diag(scale) X for X [rows, cols] f32 (ldx; scale NULL:
+ * 1); cols a multiple of 32. Y may overlay X when ldy == ldx: each block is read before anything
+ * at or past it is written. */
+static void to_bf16(const float *X, int64_t ldx, int64_t rows, int64_t cols, const float *scale,
+                    uint16_t *Y, int64_t ldy)
+{
+    for (int64_t i = 0; i < rows; i++) {
+        const __m512 s = _mm512_set1_ps(scale ? scale[i] : 1.0f);
+        for (int64_t j = 0; j < cols; j += 32) {
+            const __m512 lo = _mm512_mul_ps(s, _mm512_loadu_ps(X + i * ldx + j));
+            const __m512 hi = _mm512_mul_ps(s, _mm512_loadu_ps(X + i * ldx + j + 16));
+            _mm512_storeu_si512(Y + i * ldy + j, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+        }
+    }
+}
+
+/* hi and lo bf16 parts (X = hi + lo to ~2^-16) of X [rows, cols] f32, row-major. */
+static void to_bf16_split(const float *X, int64_t ldx, int64_t rows, int64_t cols, uint16_t *hi,
+                          uint16_t *lo, int64_t ldy)
+{
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < cols; j += 16) {
+            const __m512 x = _mm512_loadu_ps(X + i * ldx + j);
+            const __m512i h = bf16_lanes(x);
+            const __m512i l = bf16_lanes(_mm512_sub_ps(x, bf16_value(h)));
+            _mm256_storeu_si256((__m256i *)(hi + i * ldy + j), _mm512_cvtepi32_epi16(h));
+            _mm256_storeu_si256((__m256i *)(lo + i * ldy + j), _mm512_cvtepi32_epi16(l));
+        }
+}
+
+/* VNNI words of diag(scale) X for X [depth, cols] f32 (ldx; scale NULL: 1): word (p, j) =
+ * bf16 X[2p][j] | bf16 X[2p+1][j] << 16. With lo: also the lo parts of the same values. depth
+ * even, cols a multiple of 16. */
+static void to_vnni(const float *X, int64_t ldx, int64_t depth, int64_t cols, const float *scale,
+                    uint32_t *hi, uint32_t *lo, int64_t ldv)
+{
+    for (int64_t p = 0; p < depth / 2; p++) {
+        const __m512 s0 = _mm512_set1_ps(scale ? scale[2 * p] : 1.0f);
+        const __m512 s1 = _mm512_set1_ps(scale ? scale[2 * p + 1] : 1.0f);
+        for (int64_t j = 0; j < cols; j += 16) {
+            const __m512 x0 = _mm512_mul_ps(s0, _mm512_loadu_ps(X + 2 * p * ldx + j));
+            const __m512 x1 = _mm512_mul_ps(s1, _mm512_loadu_ps(X + (2 * p + 1) * ldx + j));
+            const __m512i h0 = bf16_lanes(x0), h1 = bf16_lanes(x1);
+            _mm512_storeu_si512(hi + p * ldv + j, _mm512_or_si512(h0, _mm512_slli_epi32(h1, 16)));
+            if (!lo)
+                continue;
+            const __m512i l0 = bf16_lanes(_mm512_sub_ps(x0, bf16_value(h0)));
+            const __m512i l1 = bf16_lanes(_mm512_sub_ps(x1, bf16_value(h1)));
+            _mm512_storeu_si512(lo + p * ldv + j, _mm512_or_si512(l0, _mm512_slli_epi32(l1, 16)));
+        }
+    }
+}
+
+/* XT [cols, rows] = X^T for X [rows, cols] of 32-bit words. A pair of bf16 is one word, so this
+ * turns bf16 rows into VNNI words of their transpose and back. */
+static void transpose_words(const uint32_t *X, int64_t rows, int64_t cols, uint32_t *XT)
+{
+    for (int64_t c = 0; c < cols; c++)
+        for (int64_t r = 0; r < rows; r++)
+            XT[c * rows + r] = X[r * cols + c];
+}
+
+static size_t amx_scratch_floats(const cpu_chunk_geom *g)
+{
+    const size_t Cp = (size_t)g->Cp, Kp = (size_t)g->Kp, Vp = (size_t)g->Vp;
+    /* prep: K16, KT words, Tinv hi + lo, (beta e^G K) words, (beta V) words, W f32 */
+    const size_t prep = Cp * Kp / 2 + Kp * Cp / 2 + Cp * Cp + Cp * Kp / 2 + Cp * Vp / 2 + Cp * Kp;
+    /* state: S hi + lo words, V' words */
+    const size_t state = Kp * Vp + Cp * Vp / 2;
+    return prep > state ? prep : state;
+}
+
+static void amx_prep(const cpu_chunk_geom *g, cpu_chunk_inputs *in, cpu_chunk_record *rec,
+                     float *scratch)
+{
+    const int64_t Cp = g->Cp, Kp = g->Kp, Vp = g->Vp;
+    uint16_t *K16 = (uint16_t *)scratch;
+    uint32_t *KTw = (uint32_t *)(K16 + Cp * Kp);
+    uint16_t *Th = (uint16_t *)(KTw + Kp / 2 * Cp), *Tl = Th + Cp * Cp;
+    uint32_t *Kbw = (uint32_t *)(Tl + Cp * Cp), *Vbw = Kbw + Cp / 2 * Kp;
+    float *Wf = (float *)(Vbw + Cp / 2 * Vp);
+    tiles_begin();
+    /* K K^T and Q K^T; Q's bf16 copy goes to W's area for now (free until W is made) */
+    uint16_t *Q16 = (uint16_t *)rec->W;
+    to_bf16(in->Kc, Kp, Cp, Kp, NULL, K16, Kp);
+    to_bf16(rec->Q, Kp, Cp, Kp, NULL, Q16, Kp);
+    transpose_words((const uint32_t *)K16, Cp, Kp / 2, KTw);
+    const amx_term kk = {K16, Kp, KTw, Cp, Kp}, qk = {Q16, Kp, KTw, Cp, Kp};
+    amx_gemm(Cp, Cp, &kk, 1, NULL, 0, in->A, Cp);
+    amx_gemm(Cp, Cp, &qk, 1, NULL, 0, rec->P, Cp);
+    gate_and_mask(g, in, rec->P);
+    unit_lower_inverse(in->A, in->Tinv, Cp);
+    to_bf16_split(in->Tinv, Cp, Cp, Cp, Th, Tl, Cp);
+    /* K'^T = (diag(e^(G_last - G)) K)^T as bf16 rows [Kp, Cp]: the VNNI words of K', transposed */
+    float f[128] = {0}; /* per-row factors; Cp <= 128 */
+    decay_to_end(in->G, Cp, f);
+    to_vnni(in->Kc, Kp, Cp, Kp, f, Kbw, NULL, Kp);
+    transpose_words(Kbw, Cp / 2, Kp, (uint32_t *)rec->KT);
+    /* W = -Tinv diag(beta e^G) K and U = Tinv diag(beta) V, Tinv as hi + lo */
+    for (int64_t i = 0; i < Cp; i++)
+        f[i] = -in->beta[i] * expf(in->G[i]);
+    to_vnni(in->Kc, Kp, Cp, Kp, f, Kbw, NULL, Kp);
+    to_vnni(in->Vc, Vp, Cp, Vp, in->beta, Vbw, NULL, Vp);
+    const amx_term w[2] = {{Th, Cp, Kbw, Kp, Cp}, {Tl, Cp, Kbw, Kp, Cp}};
+    const amx_term u[2] = {{Th, Cp, Vbw, Vp, Cp}, {Tl, Cp, Vbw, Vp, Cp}};
+    amx_gemm(Cp, Kp, w, 2, NULL, 0, Wf, Kp);
+    amx_gemm(Cp, Vp, u, 2, NULL, 0, rec->U, Vp);
+    for (int64_t i = 0; i < Cp; i++)
+        f[i] = g->scale * expf(in->G[i]);
+    to_bf16(Wf, Kp, Cp, Kp, NULL, (uint16_t *)rec->W, Kp);
+    to_bf16(rec->Q, Kp, Cp, Kp, f, (uint16_t *)rec->Q, Kp); /* in place, front to back */
+    to_bf16(rec->P, Cp, Cp, Cp, NULL, (uint16_t *)rec->P, Cp);
+    *rec->decay = expf(in->G[Cp - 1]);
+    _tile_release();
+}
+
+static void amx_state(const cpu_chunk_geom *g, cpu_chunk_record *rec, float *S, int64_t c0,
+                      int64_t nc, float *O, float *scratch)
+{
+    const int64_t Cp = g->Cp, Kp = g->Kp, Vp = g->Vp;
+    uint32_t *Sh = (uint32_t *)scratch, *Sl = Sh + Kp / 2 * nc, *Vw = Sl + Kp / 2 * nc;
+    const uint16_t *W16 = (const uint16_t *)rec->W, *Q16 = (const uint16_t *)rec->Q;
+    const uint16_t *P16 = (const uint16_t *)rec->P, *KT16 = (const uint16_t *)rec->KT;
+    float *U = rec->U + c0;
+    S += c0;
+    O += c0;
+    tiles_begin();
+    to_vnni(S, Vp, Kp, nc, NULL, Sh, Sl, nc);
+    const __m512 d = _mm512_set1_ps(*rec->decay); /* S's own copy becomes decay S for the update */
+    for (int64_t i = 0; i < Kp; i++)
+        for (int64_t j = 0; j < nc; j += 16)
+            _mm512_storeu_ps(S + i * Vp + j, _mm512_mul_ps(d, _mm512_loadu_ps(S + i * Vp + j)));
+    const amx_term ws[2] = {{W16, Kp, Sh, nc, Kp}, {W16, Kp, Sl, nc, Kp}};
+    amx_gemm(Cp, nc, ws, 2, U, Vp, U, Vp); /* V' = U - W S */
+    to_vnni(U, Vp, Cp, nc, NULL, Vw, NULL, nc);
+    const amx_term o[3] = {{Q16, Kp, Sh, nc, Kp}, {Q16, Kp, Sl, nc, Kp}, {P16, Cp, Vw, nc, Cp}};
+    amx_gemm(Cp, nc, o, 3, NULL, 0, O, Vp); /* O = Q S + P V' */
+    const amx_term kv = {KT16, Cp, Vw, nc, Cp};
+    amx_gemm(Kp, nc, &kv, 1, S, Vp, S, Vp); /* S = decay S + K'^T V' */
+    _tile_release();
+}
+
+static const cpu_chunk_kernels amx_kernels = {32, amx_scratch_floats, amx_prep, amx_state};
+const cpu_chunk_kernels *const cpu_chunk_amx = &amx_kernels;
+#else
+#include "cpu.h"
+const cpu_chunk_kernels *const cpu_chunk_amx = NULL;
+#endif
