@@ -1,7 +1,7 @@
 /* The chunked WY form with its matrix products on AMX tiles: bf16 operands, f32 accumulation,
  * f32 state (cpu_chunked.c runs it for bf16 inputs at the amx level). The f32 steps between the
- * products (gates and masks, the triangular inverse, row scalings) are the avx512 kernels' own
- * code, included from cpu_chunked_impl.h.
+ * products (gates and masks, the triangular inverse, the decay factors) are the avx512 kernels'
+ * own code, included from cpu_chunked_impl.h; row scalings ride on the bf16 packing.
  *
  * Precision, for the bf16 bar of 5e-3: q and k enter as the bf16 values they are (rounded again
  * only after an in-kernel L2 norm); the state enters W S and Q S as hi + lo bf16 parts (two
@@ -18,7 +18,6 @@
 #include "cpu_chunked_impl.h"
 
 #include <immintrin.h>
-
 
 typedef struct amx_config {
     uint8_t palette, start_row, reserved[14];
