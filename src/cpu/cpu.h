@@ -108,6 +108,11 @@ typedef struct cpu_backend_state {
     const cpu_chunk_kernels *chunk; /* that level's chunked kernels */
 } cpu_backend_state;
 
+/* The log-decay g and write strength beta of token `tok` of value head hv in batch row `row`,
+ * gated by the reference's formulas when the call asks for in-kernel gating (cpu_backend.c). */
+void cpu_token_gates(const gdn_delta_rule_problem *p, int64_t row, int64_t tok, int64_t hv,
+                     double *g, double *beta);
+
 /* cpu_pointwise.c */
 gdn_status cpu_conv1d(gdn_context *ctx, const gdn_conv1d_problem *p);
 gdn_status cpu_conv1d_update(gdn_context *ctx, const gdn_conv1d_update_problem *p);

@@ -6,6 +6,8 @@
 #define _DEFAULT_SOURCE /* syscall() for the AMX permission request */
 #include "cpu.h"
 
+#include "../ref/ref.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -120,6 +122,20 @@ static void cpu_fini(gdn_context *ctx)
     if (s)
         cpu_pool_destroy(s->pool);
     free(s);
+}
+
+void cpu_token_gates(const gdn_delta_rule_problem *p, int64_t row, int64_t tok, int64_t hv,
+                     double *g, double *beta)
+{
+    const gdn_delta_rule_args *a = &p->a;
+    const int64_t go = row * a->g.stride[0] + tok * a->g.stride[1] + hv * a->g.stride[2];
+    const int64_t bo = row * a->beta.stride[0] + tok * a->beta.stride[1] + hv * a->beta.stride[2];
+    *g = a->g.data ? gdn_load(&a->g, go) : 0.0;
+    *beta = gdn_load(&a->beta, bo);
+    if (a->gate_in_kernel) { /* a few double ops a token and head */
+        *g = ref_gate_g(&a->gating, hv, *g);
+        *beta = ref_gate_beta(&a->gating, *beta);
+    }
 }
 
 size_t cpu_recurrent_scratch_floats(const gdn_delta_rule_problem *p)

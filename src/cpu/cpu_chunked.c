@@ -10,8 +10,6 @@
  * O depends on the same columns only. */
 #include "cpu.h"
 
-#include "../ref/ref.h"
-
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -228,12 +226,8 @@ static int64_t load_chunk(const chunk_job *j, const seq_head *s, int64_t c, cpu_
             l2_normalize(q, p->K);
             l2_normalize(k, p->K);
         }
-        double gt = a->g.data ? gdn_load(&a->g, token_offset(&a->g, s->row, t, s->hv)) : 0.0;
-        double bt = gdn_load(&a->beta, token_offset(&a->beta, s->row, t, s->hv));
-        if (a->gate_in_kernel) {
-            gt = ref_gate_g(&a->gating, s->hv, gt);
-            bt = ref_gate_beta(&a->gating, bt);
-        }
+        double gt, bt;
+        cpu_token_gates(p, s->row, t, s->hv, &gt, &bt);
         G += gt;
         in->G[i] = (float)G;
         in->beta[i] = (float)bt;

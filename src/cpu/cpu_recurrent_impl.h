@@ -11,8 +11,6 @@
 #include "cpu.h"
 #include "cpu_vec.h"
 
-#include "../ref/ref.h"
-
 #include <math.h>
 #include <string.h>
 
@@ -45,17 +43,10 @@ static float load_token(const gdn_delta_rule_problem *p, int64_t row, int64_t to
             k[i] *= ik;
         }
     }
-    float g = a->g.data ? (float)gdn_load(&a->g, row * a->g.stride[0] + tok * a->g.stride[1] +
-                                                     hv * a->g.stride[2])
-                        : 0.0f;
-    float b = (float)gdn_load(&a->beta, row * a->beta.stride[0] + tok * a->beta.stride[1] +
-                                            hv * a->beta.stride[2]);
-    if (a->gate_in_kernel) { /* the reference's formulas: a few double ops a token and head */
-        g = (float)ref_gate_g(&a->gating, hv, g);
-        b = (float)ref_gate_beta(&a->gating, b);
-    }
-    *decay = expf(g);
-    *beta = b;
+    double g, b;
+    cpu_token_gates(p, row, tok, hv, &g, &b);
+    *decay = expf((float)g);
+    *beta = (float)b;
     return dot(q, k, K);
 }
 
