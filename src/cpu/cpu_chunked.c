@@ -189,11 +189,16 @@ static int64_t token_offset(const gdn_tensor *t, int64_t row, int64_t tok, int64
 
 static void l2_normalize(float *x, int64_t n)
 {
-    double ss = 0.0;
-    for (int64_t i = 0; i < n; i++)
-        ss += (double)x[i] * x[i];
+    double s4[4] = {0.0, 0.0, 0.0, 0.0}; /* four chains: one would wait on each add's latency */
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        for (int l = 0; l < 4; l++)
+            s4[l] += (double)x[i + l] * x[i + l];
+    for (; i < n; i++)
+        s4[0] += (double)x[i] * x[i];
+    const double ss = (s4[0] + s4[1]) + (s4[2] + s4[3]);
     const float inv = (float)(1.0 / sqrt(ss + (double)GDN_L2NORM_EPS));
-    for (int64_t i = 0; i < n; i++)
+    for (i = 0; i < n; i++)
         x[i] *= inv;
 }
 

@@ -125,35 +125,80 @@ static void to_bf16_split(const float *X, int64_t ldx, int64_t rows, int64_t col
 }
 
 /* VNNI words of diag(scale) X for X [depth, cols] f32 (ldx; scale NULL: 1): word (p, j) =
- * bf16 X[2p][j] | bf16 X[2p+1][j] << 16. With lo: also the lo parts of the same values. depth
- * even, cols a multiple of 16. */
+ * bf16 X[2p][j] | bf16 X[2p+1][j] << 16. depth even, cols a multiple of 16. */
 static void to_vnni(const float *X, int64_t ldx, int64_t depth, int64_t cols, const float *scale,
-                    uint32_t *hi, uint32_t *lo, int64_t ldv)
+                    uint32_t *vw, int64_t ldv)
 {
     for (int64_t p = 0; p < depth / 2; p++) {
         const __m512 s0 = _mm512_set1_ps(scale ? scale[2 * p] : 1.0f);
         const __m512 s1 = _mm512_set1_ps(scale ? scale[2 * p + 1] : 1.0f);
         for (int64_t j = 0; j < cols; j += 16) {
-            const __m512 x0 = _mm512_mul_ps(s0, _mm512_loadu_ps(X + 2 * p * ldx + j));
-            const __m512 x1 = _mm512_mul_ps(s1, _mm512_loadu_ps(X + (2 * p + 1) * ldx + j));
-            const __m512i h0 = bf16_lanes(x0), h1 = bf16_lanes(x1);
-            _mm512_storeu_si512(hi + p * ldv + j, _mm512_or_si512(h0, _mm512_slli_epi32(h1, 16)));
-            if (!lo)
-                continue;
-            const __m512i l0 = bf16_lanes(_mm512_sub_ps(x0, bf16_value(h0)));
-            const __m512i l1 = bf16_lanes(_mm512_sub_ps(x1, bf16_value(h1)));
-            _mm512_storeu_si512(lo + p * ldv + j, _mm512_or_si512(l0, _mm512_slli_epi32(l1, 16)));
+            const __m512i h0 = bf16_lanes(_mm512_mul_ps(s0, _mm512_loadu_ps(X + 2 * p * ldx + j)));
+            const __m512i h1 =
+                bf16_lanes(_mm512_mul_ps(s1, _mm512_loadu_ps(X + (2 * p + 1) * ldx + j)));
+            _mm512_storeu_si512(vw + p * ldv + j, _mm512_or_si512(h0, _mm512_slli_epi32(h1, 16)));
         }
     }
 }
 
-/* XT [cols, rows] = X^T for X [rows, cols] of 32-bit words. A pair of bf16 is one word, so this
- * turns bf16 rows into VNNI words of their transpose and back. */
+/* The state's operand for W S and Q S: VNNI words of S [depth, cols] (ld) as hi and lo bf16 parts
+ * (S = hi + lo to ~2^-16), while S itself becomes decay S for the update, in the same sweep. */
+static void state_to_vnni(float *S, int64_t ld, int64_t depth, int64_t cols, float decay,
+                          uint32_t *hi, uint32_t *lo, int64_t ldv)
+{
+    const __m512 d = _mm512_set1_ps(decay);
+    for (int64_t p = 0; p < depth / 2; p++)
+        for (int64_t j = 0; j < cols; j += 16) {
+            float *s0 = S + 2 * p * ld + j, *s1 = s0 + ld;
+            const __m512 x0 = _mm512_loadu_ps(s0), x1 = _mm512_loadu_ps(s1);
+            const __m512i h0 = bf16_lanes(x0), h1 = bf16_lanes(x1);
+            const __m512i l0 = bf16_lanes(_mm512_sub_ps(x0, bf16_value(h0)));
+            const __m512i l1 = bf16_lanes(_mm512_sub_ps(x1, bf16_value(h1)));
+            _mm512_storeu_si512(hi + p * ldv + j, _mm512_or_si512(h0, _mm512_slli_epi32(h1, 16)));
+            _mm512_storeu_si512(lo + p * ldv + j, _mm512_or_si512(l0, _mm512_slli_epi32(l1, 16)));
+            _mm512_storeu_ps(s0, _mm512_mul_ps(d, x0));
+            _mm512_storeu_ps(s1, _mm512_mul_ps(d, x1));
+        }
+}
+
+/* Y = X^T for one 16 x 16 block of 32-bit words (rows ldx and ldy words apart): pairs of words
+ * interleaved, then pairs of pairs, leave each 128-bit lane holding a 4 x 4 block transposed;
+ * two rounds of lane shuffles put the lanes in place. */
+static void transpose_16x16(const uint32_t *X, int64_t ldx, uint32_t *Y, int64_t ldy)
+{
+    __m512i r[16], t[16];
+    for (int i = 0; i < 16; i++)
+        r[i] = _mm512_loadu_si512(X + i * ldx);
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    /* r[4 g + m], lane L: column 4 L + m of rows 4 g .. 4 g + 3 */
+    for (int g = 0; g < 16; g += 4) {
+        r[g] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
+        r[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
+        r[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
+        r[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
+    }
+    for (int m = 0; m < 4; m++) {
+        const __m512i a_lo = _mm512_shuffle_i32x4(r[m], r[4 + m], 0x44);
+        const __m512i a_hi = _mm512_shuffle_i32x4(r[m], r[4 + m], 0xee);
+        const __m512i b_lo = _mm512_shuffle_i32x4(r[8 + m], r[12 + m], 0x44);
+        const __m512i b_hi = _mm512_shuffle_i32x4(r[8 + m], r[12 + m], 0xee);
+        _mm512_storeu_si512(Y + m * ldy, _mm512_shuffle_i32x4(a_lo, b_lo, 0x88));
+        _mm512_storeu_si512(Y + (4 + m) * ldy, _mm512_shuffle_i32x4(a_lo, b_lo, 0xdd));
+        _mm512_storeu_si512(Y + (8 + m) * ldy, _mm512_shuffle_i32x4(a_hi, b_hi, 0x88));
+        _mm512_storeu_si512(Y + (12 + m) * ldy, _mm512_shuffle_i32x4(a_hi, b_hi, 0xdd));
+    }
+}
+
+/* XT [cols, rows] = X^T for X [rows, cols] of 32-bit words, both multiples of 16. A pair of bf16
+ * is one word, so this turns bf16 rows into VNNI words of their transpose and back. */
 static void transpose_words(const uint32_t *X, int64_t rows, int64_t cols, uint32_t *XT)
 {
-    for (int64_t c = 0; c < cols; c++)
-        for (int64_t r = 0; r < rows; r++)
-            XT[c * rows + r] = X[r * cols + c];
+    for (int64_t r = 0; r < rows; r += 16)
+        for (int64_t c = 0; c < cols; c += 16)
+            transpose_16x16(X + r * cols + c, cols, XT + c * rows + r, rows);
 }
 
 static size_t amx_scratch_floats(const cpu_chunk_geom *g)
@@ -190,13 +235,13 @@ static void amx_prep(const cpu_chunk_geom *g, cpu_chunk_inputs *in, cpu_chunk_re
     /* K'^T = (diag(e^(G_last - G)) K)^T as bf16 rows [Kp, Cp]: the VNNI words of K', transposed */
     float f[128] = {0}; /* per-row factors; Cp <= 128 */
     decay_to_end(in->G, Cp, f);
-    to_vnni(in->Kc, Kp, Cp, Kp, f, Kbw, NULL, Kp);
+    to_vnni(in->Kc, Kp, Cp, Kp, f, Kbw, Kp);
     transpose_words(Kbw, Cp / 2, Kp, (uint32_t *)rec->KT);
     /* W = -Tinv diag(beta e^G) K and U = Tinv diag(beta) V, Tinv as hi + lo */
     for (int64_t i = 0; i < Cp; i++)
         f[i] = -in->beta[i] * expf(in->G[i]);
-    to_vnni(in->Kc, Kp, Cp, Kp, f, Kbw, NULL, Kp);
-    to_vnni(in->Vc, Vp, Cp, Vp, in->beta, Vbw, NULL, Vp);
+    to_vnni(in->Kc, Kp, Cp, Kp, f, Kbw, Kp);
+    to_vnni(in->Vc, Vp, Cp, Vp, in->beta, Vbw, Vp);
     const amx_term w[2] = {{Th, Cp, Kbw, Kp, Cp}, {Tl, Cp, Kbw, Kp, Cp}};
     const amx_term u[2] = {{Th, Cp, Vbw, Vp, Cp}, {Tl, Cp, Vbw, Vp, Cp}};
     amx_gemm(Cp, Kp, w, 2, NULL, 0, Wf, Kp);
@@ -221,14 +266,10 @@ static void amx_state(const cpu_chunk_geom *g, cpu_chunk_record *rec, float *S, 
     S += c0;
     O += c0;
     tiles_begin();
-    to_vnni(S, Vp, Kp, nc, NULL, Sh, Sl, nc);
-    const __m512 d = _mm512_set1_ps(*rec->decay); /* S's own copy becomes decay S for the update */
-    for (int64_t i = 0; i < Kp; i++)
-        for (int64_t j = 0; j < nc; j += 16)
-            _mm512_storeu_ps(S + i * Vp + j, _mm512_mul_ps(d, _mm512_loadu_ps(S + i * Vp + j)));
+    state_to_vnni(S, Vp, Kp, nc, *rec->decay, Sh, Sl, nc);
     const amx_term ws[2] = {{W16, Kp, Sh, nc, Kp}, {W16, Kp, Sl, nc, Kp}};
     amx_gemm(Cp, nc, ws, 2, U, Vp, U, Vp); /* V' = U - W S */
-    to_vnni(U, Vp, Cp, nc, NULL, Vw, NULL, nc);
+    to_vnni(U, Vp, Cp, nc, NULL, Vw, nc);
     const amx_term o[3] = {{Q16, Kp, Sh, nc, Kp}, {Q16, Kp, Sl, nc, Kp}, {P16, Cp, Vw, nc, Cp}};
     amx_gemm(Cp, nc, o, 3, NULL, 0, O, Vp); /* O = Q S + P V' */
     const amx_term kv = {KT16, Cp, Vw, nc, Cp};
