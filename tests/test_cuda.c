@@ -6,9 +6,12 @@
  *   - the chunked form (tensor cores) against the reference and against the recurrent kernel:
  *     T below, at and past the chunk and not a multiple of it, varlen with empty and one-token
  *     sequences, the same options drawn at random; f32 inputs to 1e-5, bf16/f16 inputs to 5e-3;
+ *   - the same with each sequence split into segments of forced lengths (16-bit inputs), against
+ *     the reference and the unsplit form;
  *   - a whole decode step (conv update, gating, L2 norm, delta rule) captured into a CUDA graph
  *     and replayed gives the same bytes as running it eagerly, on a non-default stream;
  *   - paths the backend does not have are refused before anything is written. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "delta_case.h"
 #include "device.h"
 #include "harness.h"
@@ -138,6 +141,51 @@ static void test_chunked(rng *r)
         compare_device(&c, GDN_ALGO_RECURRENT, &chunked, tol, state_tol,
                        "recurrent vs chunked");
         result_free(&chunked);
+        result_free(&want);
+        delta_case_free(&c);
+    }
+}
+
+/* Sequence splitting (16-bit inputs): segments of a few chunks run in parallel and are stitched
+ * through their maps. GDN_CUDA_SEGMENT_CHUNKS forces the segment length so that short problems
+ * split too: one-chunk segments, segments not dividing the sequence, varlen sequences of one,
+ * several and no segments, fresh and pool initial states. Against the reference and against the
+ * unsplit chunked form. */
+static void test_chunked_split(rng *r)
+{
+    static const int64_t lens[] = {0, 1, 130, 700, 64, 0, 333};
+    for (int i = 0; i < 12; i++) {
+        delta_config f = delta_config_default();
+        f.H = rng_int(r, 1, 2);
+        f.HV = f.H * (int64_t[]){1, 2}[rng_int(r, 0, 1)];
+        f.K = (int64_t[]){32, 64, 128}[rng_int(r, 0, 2)];
+        f.V = (int64_t[]){16, 36, 128}[rng_int(r, 0, 2)];
+        f.nseq = 2 * rng_int(r, 0, 1) + 1;
+        f.T = (int64_t[]){200, 513, 700}[rng_int(r, 0, 2)];
+        if (i % 3 == 2) {
+            f.nseq = 7;
+            f.lens = lens;
+        }
+        f.pool = i % 4 != 3;
+        delta_config_random_options(&f, r);
+        f.dtype = i % 2 ? GDN_F16 : GDN_BF16;
+        f.out_dtype = i % 3 ? GDN_F32 : f.dtype;
+        delta_case c;
+        delta_case_init(&c, &f, r);
+        CHECK_OK(delta_case_run(ref, &c, GDN_ALGO_RECURRENT), ref);
+        delta_result want = keep_result(&c);
+        compare_device(&c, GDN_ALGO_CHUNKED, &want, 5e-3, 5e-3, "chunked (unsplit) vs ref");
+        delta_result whole = keep_result(&c);
+        char segc[8];
+        snprintf(segc, sizeof segc, "%d", (int[]){1, 2, 3, 5}[i % 4]);
+        setenv("GDN_CUDA_SEGMENT_CHUNKS", segc, 1);
+        char what[64];
+        snprintf(what, sizeof what, "chunked, %s-chunk segments, vs ref", segc);
+        compare_device(&c, GDN_ALGO_CHUNKED, &want, 5e-3, 5e-3, what);
+        snprintf(what, sizeof what, "chunked, %s-chunk segments, vs unsplit", segc);
+        compare_device(&c, GDN_ALGO_CHUNKED, &whole, 5e-3, 5e-3, what);
+        unsetenv("GDN_CUDA_SEGMENT_CHUNKS");
+        result_free(&whole);
         result_free(&want);
         delta_case_free(&c);
     }
@@ -303,6 +351,7 @@ int main(void)
         return test_summary("test_cuda");
     test_recurrent(&r);
     test_chunked(&r);
+    test_chunked_split(&r);
     test_graph(&r);
     test_refusals(&r);
     gdn_context_destroy(cuda);

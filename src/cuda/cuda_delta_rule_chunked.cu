@@ -27,6 +27,7 @@
 #include "cuda_mma.cuh"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 namespace {
 
@@ -60,6 +61,12 @@ struct ck_args {
     bool has_state;
     ck_dims d;
     int64_t *chunk_off;         // [N + 1] first chunk of each sequence
+    // Segments (chunk_state_tc): each sequence's chunks in runs of segc that run in parallel,
+    // stitched through their maps (see "sequence splitting" below). segc >= every sequence's
+    // chunk count when the call is not split: one segment per sequence.
+    int64_t segc, nslots;       // chunks per segment; segment slots (an upper bound)
+    int64_t *seg_off;           // [N + 1] first segment slot of each sequence
+    float *maps;                // [nslots, HV, KP, KP + VP] f32: a segment's [M | N]
     float *gl;                  // [nc, HV] exp(G_last)
     float *eg;                  // [nc, HV, 64] scale exp(G_i) (16-bit path: Q is stored unscaled)
     void *W, *Qd, *Kd;          // [nc, HV, 64, KP]
@@ -130,7 +137,15 @@ __device__ int64_t chunks_of(const ck_args &p, int64_t n)
     return len > 0 ? (len + kC - 1) / kC : 0;
 }
 
-// chunk_off[n] = chunks of the sequences before n, clamped to the workspace's nc.
+// Segments of sequence n once chunk_off is known.
+__device__ int64_t segments_of(const ck_args &p, int64_t n)
+{
+    const int64_t c = p.chunk_off[n + 1] - p.chunk_off[n];
+    return c > 0 ? (c + p.segc - 1) / p.segc : 1;
+}
+
+// chunk_off[n] = chunks of the sequences before n, clamped to the workspace's nc; seg_off[n] the
+// same for segments, clamped to nslots.
 __global__ void __launch_bounds__(1024) chunk_offsets(const ck_args p)
 {
     __shared__ int64_t part[1024];
@@ -155,6 +170,27 @@ __global__ void __launch_bounds__(1024) chunk_offsets(const ck_args p)
     }
     if (tid == 1023)
         p.chunk_off[p.N] = part[1023] < p.nc ? part[1023] : p.nc;
+    __syncthreads(); // chunk_off is complete (global writes of this block are visible after it)
+    // seg_off: the same scan over segments per sequence (at least one: an empty sequence still
+    // carries its state through)
+    sum = 0;
+    for (int64_t n = lo; n < hi; n++)
+        sum += segments_of(p, n);
+    part[tid] = sum;
+    __syncthreads();
+    for (int o = 1; o < 1024; o <<= 1) {
+        int64_t x = tid >= o ? part[tid - o] : 0;
+        __syncthreads();
+        part[tid] += x;
+        __syncthreads();
+    }
+    base = tid ? part[tid - 1] : 0;
+    for (int64_t n = lo; n < hi; n++) {
+        p.seg_off[n] = base < p.nslots ? base : p.nslots;
+        base += segments_of(p, n);
+    }
+    if (tid == 1023)
+        p.seg_off[p.N] = part[1023] < p.nslots ? part[1023] : p.nslots;
 }
 
 // The sequence chunk c belongs to: the last n with chunk_off[n] <= c.
@@ -890,9 +926,11 @@ __device__ __forceinline__ void store_out_tile(const gdn_tensor &out, int64_t ro
     }
 }
 
-template <class E, int KP>
+// Chunk ch's operands of the state pass into a stage: W and K' always, U unless `u` is false
+// (a map's M columns: V' = -W S), Q' and Aqk only for the output pass (OUT).
+template <class E, int KP, bool OUT>
 __device__ __forceinline__ void stage_chunk(const ck_args &p, unsigned char *stage, int64_t ch,
-                                            int v0)
+                                            int v0, bool u_in)
 {
     constexpr int es = sizeof(E), row = KP * es, n16 = row / 16, u16 = kVT * es / 16,
                   a16 = kC * es / 16;
@@ -906,14 +944,15 @@ __device__ __forceinline__ void stage_chunk(const ck_args &p, unsigned char *sta
     for (int idx = threadIdx.x; idx < kC * n16; idx += kTcThreads) {
         const int r = idx / n16, c = (idx % n16) * 16;
         cp_async16(stage + d.t_w + r * d.ldk * es + c, w + r * row + c);
-        cp_async16(stage + d.t_q + r * d.ldk * es + c, q + r * row + c);
+        if (OUT)
+            cp_async16(stage + d.t_q + r * d.ldk * es + c, q + r * row + c);
         cp_async16(stage + d.t_k + r * d.ldk * es + c, k + r * row + c);
     }
-    for (int idx = threadIdx.x; idx < kC * u16; idx += kTcThreads) {
+    for (int idx = threadIdx.x; u_in && idx < kC * u16; idx += kTcThreads) {
         const int r = idx / u16, c = (idx % u16) * 16;
         cp_async16(stage + d.t_u + r * d.ldu * es + c, u + (int64_t)r * d.VP * es + c);
     }
-    for (int idx = threadIdx.x; idx < kC * a16; idx += kTcThreads) {
+    for (int idx = threadIdx.x; OUT && idx < kC * a16; idx += kTcThreads) {
         const int r = idx / a16, c = (idx % a16) * 16;
         cp_async16(stage + d.t_a + r * d.ldq * es + c, aq + r * kC * es + c);
     }
@@ -937,7 +976,72 @@ __device__ __forceinline__ void store_state_split(E *Sh, E *Sl, int ld, const fl
         }
 }
 
-template <class P, int KP>
+// ---- sequence splitting --------------------------------------------------------------------
+//
+// A chunk maps the state linearly, S_next = (decay I - K'^T W) S + K'^T U, so a run of chunks
+// (a segment) maps it as S_end = M S_start + N. With few (value tile, head, sequence) blocks
+// (few heads, long sequences) each sequence's chunks are cut into segments of segc chunks:
+//   pass 1 (chunk_state_tc<MAPS>): every segment but the last runs the state pass on the
+//     K x (K + V) "state" [I | 0] with inputs [0 | U]: its columns come out as [M | N]. Column
+//     tiles are independent, so this is the same kernel with K / 32 more tiles and no output.
+//   pass 2 (chunk_state_tc<OUT>): segment j starts from S_j = M_{j-1} S_{j-1} + N_{j-1} (the
+//     stitch, f32, from the sequence's initial state), then runs its chunks with outputs; the last
+//     segment writes the state back.
+// Each pass has (segments x heads x tiles) blocks in parallel, against (heads x tiles) unsplit.
+
+// Segment slot -> sequence: the last n with seg_off[n] <= slot.
+__device__ __forceinline__ int64_t sequence_of_slot(const ck_args &p, int64_t slot)
+{
+    return sequence_of_chunk(p.seg_off, p.N, slot);
+}
+
+// S (this thread's part of warp w's rows, 32 columns from v0) <- M S + N[:, v0..] for segments
+// slot0 .. slot0 + count - 1 of head hv, in order, in f32. `x` is KP x (kVT + 4) f32 of shared
+// scratch. Every thread of the block calls it (barriers inside).
+template <int KP>
+__device__ void stitch_state(const ck_args &p, float (&S)[4][4], float *x, int64_t slot0,
+                             int64_t count, int64_t hv, int v0, bool owns)
+{
+    constexpr int ldx = kVT + 4;
+    const int ldm = KP + p.d.VP, warp = threadIdx.x >> 5;
+    const int r0 = 16 * warp + acc_row(0), r1 = 16 * warp + acc_row(2);
+    for (int64_t i = 0; i < count; i++) {
+        const float *MN = p.maps + ((slot0 + i) * p.HV + hv) * (int64_t)KP * ldm;
+        __syncthreads(); // the previous step's reads of x are done
+        if (owns)
+#pragma unroll
+            for (int jt = 0; jt < 4; jt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    x[(16 * warp + acc_row(e)) * ldx + acc_col(jt, e)] = S[jt][e];
+        __syncthreads();
+        if (!owns)
+            continue;
+#pragma unroll
+        for (int jt = 0; jt < 4; jt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                S[jt][e] = MN[(e < 2 ? r0 : r1) * ldm + KP + v0 + acc_col(jt, e)];
+        for (int k = 0; k < KP; k += 4) {
+            const float4 m0 = *reinterpret_cast<const float4 *>(MN + r0 * ldm + k);
+            const float4 m1 = *reinterpret_cast<const float4 *>(MN + r1 * ldm + k);
+            const float a0[4] = {m0.x, m0.y, m0.z, m0.w}, a1[4] = {m1.x, m1.y, m1.z, m1.w};
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+                for (int jt = 0; jt < 4; jt++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        S[jt][e] += (e < 2 ? a0[kk] : a1[kk]) * x[(k + kk) * ldx + acc_col(jt, e)];
+        }
+    }
+}
+
+// The state pass over one segment of one sequence for one 32-column tile of one head.
+// OUT: the output pass (pass 2 above, and the whole pass when the call is not split): tiles
+// over V, outputs written, the last segment's state to the pool. !OUT: the maps (pass 1): tiles
+// over K + V, no output, [M | N] to p.maps.
+template <class P, int KP, bool OUT>
 __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
 {
     using E = typename P::st;
@@ -947,16 +1051,25 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
     // S as two 16-bit tiles, Sh + Sl = S to about 16 bits, the right operand of W S and Q S
     E *const Sh = reinterpret_cast<E *>(smem + d.t_sb), *const Sl = Sh + KP * d.ldu;
     const gdn_delta_rule_args &a = p.a;
-    const int64_t nvt = d.VP / kVT, id = blockIdx.x;
-    const int v0 = (int)(id % nvt) * kVT;
-    const int64_t hv = (id / nvt) % p.HV, n = id / (nvt * p.HV);
+    const int64_t ntiles = (OUT ? 0 : KP / kVT) + d.VP / kVT, id = blockIdx.x;
+    const int tile = (int)(id % ntiles);
+    const int64_t hv = (id / ntiles) % p.HV, slot = id / (ntiles * p.HV);
+    if (slot >= p.seg_off[p.N])
+        return;
+    const int64_t n = sequence_of_slot(p, slot), seg = slot - p.seg_off[n];
+    const bool last_seg = slot + 1 == p.seg_off[n + 1];
+    if (!OUT && last_seg)
+        return; // the last segment's map is never used
+    // !OUT: tiles below KP / 32 are columns of M (identity start, no U), the rest of N
+    const bool m_cols = !OUT && tile < KP / kVT;
+    const int v0 = (OUT || m_cols ? tile : tile - KP / kVT) * kVT;
     const int warp = threadIdx.x >> 5, mt = warp & 3, nh = warp >> 2;
     float *state = nullptr;
     if (p.has_state) {
-        const int64_t slot = seq_slot(a.state_slots, n, p.S);
-        if (slot < 0)
+        const int64_t slot_n = seq_slot(a.state_slots, n, p.S);
+        if (slot_n < 0)
             return;
-        state = static_cast<float *>(a.state.data) + slot * a.state.stride[0] +
+        state = static_cast<float *>(a.state.data) + slot_n * a.state.stride[0] +
                 hv * a.state.stride[1];
     }
     const bool init =
@@ -970,19 +1083,28 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             const int r = 16 * warp + acc_row(e), v = v0 + acc_col(jt, e);
-            S[jt][e] = owns && init && r < p.K && v < p.V
-                           ? state[kv ? r * s2 + v * s3 : v * s2 + r * s3]
-                           : 0.0f;
+            if (m_cols)
+                S[jt][e] = owns && r == v && r < p.K ? 1.0f : 0.0f;
+            else
+                S[jt][e] = OUT && owns && init && r < p.K && v < p.V
+                               ? state[kv ? r * s2 + v * s3 : v * s2 + r * s3]
+                               : 0.0f;
         }
+    if (OUT && seg > 0) // the stage area is free until the first chunk is staged
+        stitch_state<KP>(p, S, reinterpret_cast<float *>(smem), p.seg_off[n], seg, hv, v0, owns);
     if (owns)
         store_state_split<KP>(Sh, Sl, d.ldu, S);
     const seq_info s = seq_span(a.cu_seqlens, p.T, n);
-    const int64_t first = p.chunk_off[n], nch = p.chunk_off[n + 1] - first;
-    if (nch > 0)
-        stage_chunk<E, KP>(p, smem, first * p.HV + hv, v0);
+    const int64_t all = p.chunk_off[n + 1] - p.chunk_off[n];
+    const int64_t c0 = seg * p.segc, first = p.chunk_off[n] + c0;
+    const int64_t nch = all - c0 < p.segc ? all - c0 : p.segc;
+    if (nch > 0) {
+        __syncthreads(); // the stitch's reads of the stage area are done
+        stage_chunk<E, KP, OUT>(p, smem, first * p.HV + hv, v0, !m_cols);
+    }
     for (int64_t j = 0; j < nch; j++) {
-        const int64_t ch = (first + j) * p.HV + hv, tok0 = s.t0 + kC * j;
-        const int len = (int)(s.len - kC * j < kC ? s.len - kC * j : kC);
+        const int64_t ch = (first + j) * p.HV + hv, tok0 = s.t0 + kC * (c0 + j);
+        const int len = (int)(s.len - kC * (c0 + j) < kC ? s.len - kC * (c0 + j) : kC);
         const unsigned char *stg = smem + (j & 1) * d.t_stage;
         const E *Ws = reinterpret_cast<const E *>(stg + d.t_w);
         const E *Qs = reinterpret_cast<const E *>(stg + d.t_q);
@@ -992,10 +1114,8 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
         asm volatile("cp.async.wait_group 0;\n" ::: "memory");
         __syncthreads(); // chunk j and the state copy are in; stage (j + 1) & 1 is free
         if (j + 1 < nch)
-            stage_chunk<E, KP>(p, smem + ((j + 1) & 1) * d.t_stage, ch + p.HV, v0);
+            stage_chunk<E, KP, OUT>(p, smem + ((j + 1) & 1) * d.t_stage, ch + p.HV, v0, !m_cols);
         const float decay = p.gl[ch];
-        const float *eg = p.eg + ch * kC + 16 * mt + acc_row(0);
-        const float eg0 = eg[0], eg8 = eg[8]; // scale e^G of this thread's two output rows
         unsigned fa[4], fb[4];
         { // V' = U - W S
             float acc[2][4];
@@ -1012,12 +1132,15 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
 #pragma unroll
                 for (int e = 0; e < 4; e += 2) {
                     const int r = 16 * mt + acc_row(e), c = 16 * nh + acc_col(jt, e);
-                    store_pair(Vn + r * d.ldu + c, to_f32(Us[r * d.ldu + c]) - acc[jt][e],
-                               to_f32(Us[r * d.ldu + c + 1]) - acc[jt][e + 1]);
+                    const float u0 = m_cols ? 0.0f : to_f32(Us[r * d.ldu + c]);
+                    const float u1 = m_cols ? 0.0f : to_f32(Us[r * d.ldu + c + 1]);
+                    store_pair(Vn + r * d.ldu + c, u0 - acc[jt][e], u1 - acc[jt][e + 1]);
                 }
         }
         __syncthreads(); // V' complete
-        { // O = scale e^G (Q S) + Aqk V', the row factor applied in f32
+        if (OUT) { // O = scale e^G (Q S) + Aqk V', the row factor applied in f32
+            const float *eg = p.eg + ch * kC + 16 * mt + acc_row(0);
+            const float eg0 = eg[0], eg8 = eg[8]; // scale e^G of this thread's two output rows
             float acc[2][4];
             acc_zero(acc);
             for (int k0 = 0; k0 < KP; k0 += 16) {
@@ -1059,7 +1182,18 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
         if (owns)
             store_state_split<KP>(Sh, Sl, d.ldu, S);
     }
-    if (!state || !owns)
+    if (!owns)
+        return;
+    if (!OUT) { // [M | N] of this segment, columns tile * 32 ..
+        float *MN = p.maps + (slot * p.HV + hv) * (int64_t)KP * (KP + d.VP);
+#pragma unroll
+        for (int jt = 0; jt < 4; jt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                MN[(16 * warp + acc_row(e)) * (KP + d.VP) + tile * kVT + acc_col(jt, e)] = S[jt][e];
+        return;
+    }
+    if (!state || !last_seg)
         return;
 #pragma unroll
     for (int jt = 0; jt < 4; jt++)
@@ -1083,8 +1217,50 @@ int64_t chunk_bound(const gdn_delta_rule_problem *p)
     return (p->T + kC - 1) / kC + N;
 }
 
+int device_sms()
+{
+    int dev = 0, sms = 0;
+    cudaGetDevice(&dev);
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return sms;
+}
+
+// Chunks per segment (sequence splitting, above chunk_state_tc). Split only 16-bit inputs, and
+// only when the unsplit pass has at most half as many blocks as the GPU has SMs (the state pass
+// runs one block per SM); then into G segments per sequence such that the maps' pass (K / 32
+// more tiles per head) still fits one wave. GDN_CUDA_SEGMENT_CHUNKS=n forces n (testing and
+// benchmarking). Returns at least every sequence's chunk count when not splitting.
+int64_t segment_chunks(const gdn_delta_rule_problem *p)
+{
+    const int64_t most = (p->T + kC - 1) / kC > 1 ? (p->T + kC - 1) / kC : 1;
+    if (elem_size(p->a.q.dtype) != 2)
+        return most;
+    const char *e = getenv("GDN_CUDA_SEGMENT_CHUNKS");
+    if (e && atoll(e) > 0)
+        return atoll(e) < most ? atoll(e) : most;
+    const int64_t N = p->seqs.count, KT = round_up(p->K, 32) / kVT, VT = round_up(p->V, 32) / kVT;
+    const int64_t sms = device_sms();
+    if (2 * VT * p->HV * N > sms)
+        return most;
+    const int64_t G = 1 + sms / ((KT + VT) * p->HV * N);
+    const int64_t per_seq = p->seqs.cu_seqlens ? (most + N - 1) / N : most;
+    const int64_t segc = (per_seq + G - 1) / G;
+    return segc >= 4 && segc < per_seq ? segc : most; // below 4 chunks the stitch costs more
+}
+
+// Segment slots: one per sequence unsplit, else a bound without reading cu_seqlens.
+int64_t segment_slots(const gdn_delta_rule_problem *p, int64_t segc)
+{
+    const int64_t most = (p->T + kC - 1) / kC;
+    return segc >= most ? p->seqs.count : p->seqs.count + (chunk_bound(p) + segc - 1) / segc;
+}
+
 struct ws_layout {
-    size_t off, gl, eg, W, Qd, Kd, U, Aq, total;
+    size_t off, gl, eg, W, Qd, Kd, U, Aq, seg_off, maps, total;
+    int64_t segc, nslots;
 };
 
 ws_layout workspace_layout(const gdn_delta_rule_problem *p)
@@ -1103,6 +1279,11 @@ ws_layout workspace_layout(const gdn_delta_rule_problem *p)
     w.Kd = take(nch * kC * d.KP * es);
     w.U = take(nch * kC * d.VP * es);
     w.Aq = take(nch * kC * kC * es);
+    w.segc = segment_chunks(p);
+    w.nslots = segment_slots(p, w.segc);
+    w.seg_off = take((size_t)(p->seqs.count + 1) * sizeof(int64_t));
+    const bool split = w.nslots > p->seqs.count;
+    w.maps = take(split ? (size_t)(w.nslots * p->HV) * d.KP * (d.KP + d.VP) * sizeof(float) : 0);
     w.total = at;
     return w;
 }
@@ -1119,12 +1300,21 @@ int max_shared_optin()
     return bytes;
 }
 
+// The state pass; split calls first make every segment's maps.
 template <class P, int KP>
-void launch_state_tc(const ck_args &k, unsigned blocks, cudaStream_t stream)
+void launch_state_tc(const ck_args &k, cudaStream_t stream)
 {
-    cudaFuncSetAttribute(chunk_state_tc<P, KP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    const int64_t VT = k.d.VP / kVT;
+    if (k.nslots > k.N) {
+        cudaFuncSetAttribute(chunk_state_tc<P, KP, false>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, k.d.tc_bytes);
+        const unsigned blocks = (unsigned)((KP / kVT + VT) * k.HV * k.nslots);
+        chunk_state_tc<P, KP, false><<<blocks, kTcThreads, k.d.tc_bytes, stream>>>(k);
+    }
+    cudaFuncSetAttribute(chunk_state_tc<P, KP, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                          k.d.tc_bytes);
-    chunk_state_tc<P, KP><<<blocks, kTcThreads, k.d.tc_bytes, stream>>>(k);
+    const unsigned blocks = (unsigned)(VT * k.HV * k.nslots);
+    chunk_state_tc<P, KP, true><<<blocks, kTcThreads, k.d.tc_bytes, stream>>>(k);
 }
 
 template <class P>
@@ -1132,17 +1322,16 @@ gdn_status launch_chunked(gdn_context *ctx, ck_args &k, cudaStream_t stream)
 {
     chunk_offsets<<<1, 1024, 0, stream>>>(k);
     const dim3 chunks((unsigned)k.nc, (unsigned)k.HV);
-    const unsigned blocks = (unsigned)((int64_t)(k.d.VP / kVT) * k.HV * k.N);
     if constexpr (P::KS == 16) {
         cudaFuncSetAttribute(chunk_prep_tc<P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              k.d.prep_tc_bytes);
         if (k.nc > 0)
             chunk_prep_tc<P><<<chunks, kPrepThreads, k.d.prep_tc_bytes, stream>>>(k);
         switch (k.d.KP) {
-        case 32: launch_state_tc<P, 32>(k, blocks, stream); break;
-        case 64: launch_state_tc<P, 64>(k, blocks, stream); break;
-        case 96: launch_state_tc<P, 96>(k, blocks, stream); break;
-        default: launch_state_tc<P, 128>(k, blocks, stream); break;
+        case 32: launch_state_tc<P, 32>(k, stream); break;
+        case 64: launch_state_tc<P, 64>(k, stream); break;
+        case 96: launch_state_tc<P, 96>(k, stream); break;
+        default: launch_state_tc<P, 128>(k, stream); break;
         }
     } else {
         cudaFuncSetAttribute(chunk_prep<P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -1151,6 +1340,7 @@ gdn_status launch_chunked(gdn_context *ctx, ck_args &k, cudaStream_t stream)
             chunk_prep<P><<<chunks, kThreads, k.d.prep_bytes, stream>>>(k);
         cudaFuncSetAttribute(chunk_state<P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              k.d.state_bytes);
+        const unsigned blocks = (unsigned)((int64_t)(k.d.VP / kVT) * k.HV * k.N);
         chunk_state<P><<<blocks, kThreads, k.d.state_bytes, stream>>>(k);
     }
     return cuda_check(ctx, "gdn_delta_rule");
@@ -1203,6 +1393,9 @@ extern "C" gdn_status cuda_delta_rule_chunked(gdn_context *ctx, const gdn_delta_
     k.gl = reinterpret_cast<float *>(base + w.gl);
     k.eg = reinterpret_cast<float *>(base + w.eg);
     k.W = base + w.W, k.Qd = base + w.Qd, k.Kd = base + w.Kd, k.U = base + w.U, k.Aq = base + w.Aq;
+    k.segc = w.segc, k.nslots = w.nslots;
+    k.seg_off = reinterpret_cast<int64_t *>(base + w.seg_off);
+    k.maps = reinterpret_cast<float *>(base + w.maps);
     cudaStream_t stream = cuda_stream(ctx);
     switch (p->a.q.dtype) {
     case GDN_BF16: return launch_chunked<prec_bf16>(ctx, k, stream);
