@@ -14,15 +14,17 @@
 //      state tile S (K x 32, f32, shared memory) gives V' = U - W S, the output
 //      O = Q' S + Aqk V', and S <- e^G_last S + K'^T V'. The last S goes back to the pool.
 // The precision policy follows the input dtype (cuda_mma.cuh): bf16 and f16 operands with f32
-// accumulation, f32 inputs as split tf32. The state is always f32; W, U, Q', K', Aqk and V' are
-// stored in the policy's type (bf16/f16/f32).
+// accumulation, f32 inputs as split tf32. The state and U are always f32; W, Q', K', Aqk and V'
+// are stored in the policy's type (bf16/f16/f32), W on the 16-bit path as hi + lo parts.
 //
 // f32 inputs run the kernels above (chunk_prep, chunk_state: generic fragment loads, 4 warps).
 // bf16/f16 inputs run chunk_prep_tc and chunk_state_tc, the same steps built for speed: ldmatrix
 // operands, cp.async staging, the diagonal inverse blocks in registers, the state in registers.
-// Two choices there keep the 16-bit path well inside its 5e-3 bar: Q is stored unscaled and
-// scale e^G multiplies the f32 accumulator, and the state enters W S and Q S as hi + lo 16-bit
-// parts, so neither the state nor the decay is rounded to 16 bits on the way to O.
+// Three choices there keep the 16-bit path inside its 5e-3 bar: Q is stored unscaled and
+// scale e^G multiplies the f32 accumulator; the state enters W S and Q S as hi + lo 16-bit
+// parts, so neither the state nor the decay is rounded to 16 bits on the way to O; and U stays
+// f32 and W enters as hi + lo, because with long memory (slow decay, T >> K) V' = U - W S is a
+// small difference of large terms (16-bit U and W measured 5.2e-3 at T = 513, K = 32).
 #include "cuda_common.cuh"
 #include "cuda_mma.cuh"
 
@@ -47,10 +49,10 @@ struct ck_dims {
     int p_k, p_q, p_v, p_a, p_t, p_x, p_g, p_b, prep_bytes;
     int s_w, s_q, s_k, s_u, s_aq, s_vn, s_s, state_bytes;
     // chunk_state_tc (16-bit types): two stages of W, Q', K', U, Aqk; V'; two bf16/f16 copies of S
-    int t_w, t_q, t_k, t_u, t_a, t_stage, t_vn, t_sb, tc_bytes;
+    int t_w, t_wl, t_q, t_k, t_u, t_a, t_stage, t_vn, t_sb, tc_bytes;
     // chunk_prep_tc (16-bit types): q, k, v tiles; f32 A, T and block-row scratch (row stride
     // ldf, even so that pairs load 8 bytes at a time); per-token G, beta and their exponentials
-    int ldf, r_k, r_q, r_v, r_a, r_t, r_x, r_g, r_b, r_eg, r_el, prep_tc_bytes;
+    int ldf, r_k, r_q, r_v, r_a, r_t, r_x, r_g, r_b, r_eg, r_el, r_iq, r_ik, prep_tc_bytes;
 };
 
 struct ck_args {
@@ -70,7 +72,8 @@ struct ck_args {
     float *gl;                  // [nc, HV] exp(G_last)
     float *eg;                  // [nc, HV, 64] scale exp(G_i) (16-bit path: Q is stored unscaled)
     void *W, *Qd, *Kd;          // [nc, HV, 64, KP]
-    void *U;                    // [nc, HV, 64, VP]
+    void *Wl;                   // [nc, HV, 64, KP] 16-bit path: W's lo part (W = W + Wl)
+    void *U;                    // [nc, HV, 64, VP]; f32 on the 16-bit path too
     void *Aq;                   // [nc, HV, 64, 64]
 };
 
@@ -103,9 +106,10 @@ ck_dims dims_for(int64_t K, int64_t V, int es)
     d.state_bytes = at;
     at = 0;
     d.t_w = take(kC * d.ldk * es);
+    d.t_wl = take(kC * d.ldk * es);
     d.t_q = take(kC * d.ldk * es);
     d.t_k = take(kC * d.ldk * es);
-    d.t_u = take(kC * d.ldu * es);
+    d.t_u = take(kC * (kVT + 4) * 4); // f32, row stride kVT + 4
     d.t_a = take(kC * d.ldq * es);
     d.t_stage = at;
     at = 2 * d.t_stage;
@@ -124,6 +128,8 @@ ck_dims dims_for(int64_t K, int64_t V, int es)
     d.r_b = take(kC * 4);
     d.r_eg = take(kC * 4);
     d.r_el = take(kC * 4);
+    d.r_iq = take(kC * 4);
+    d.r_ik = take(kC * 4);
     d.prep_tc_bytes = at;
     return d;
 }
@@ -643,9 +649,9 @@ __device__ __forceinline__ void stage_rows16(E *dst, int ld, const gdn_tensor &t
     }
 }
 
-// Scales row i of a tile by 1 / ||row|| (the in-kernel L2 norm, as the reference). One warp.
+// 1 / ||row|| (the in-kernel L2 norm, as the reference). One warp.
 template <class E>
-__device__ __forceinline__ void l2norm_row(E *row, int np)
+__device__ __forceinline__ float inv_norm(const E *row, int np)
 {
     const int lane = threadIdx.x & 31;
     float ss = 0.0f;
@@ -655,9 +661,7 @@ __device__ __forceinline__ void l2norm_row(E *row, int np)
     }
     for (int o = 16; o; o >>= 1)
         ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    const float inv = 1.0f / sqrtf(ss + GDN_L2NORM_EPS);
-    for (int x = lane; x < np; x += 32)
-        row[x] = from_f32<E>(to_f32(row[x]) * inv);
+    return 1.0f / sqrtf(ss + GDN_L2NORM_EPS);
 }
 
 // B fragments of two n-tiles (16 x 16 at (k0, n0)) of B = Y^T, Y row-major [n][k].
@@ -760,6 +764,10 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
     float *Xs = reinterpret_cast<float *>(smem + d.r_x);
     float *Gs = reinterpret_cast<float *>(smem + d.r_g), *Bs = reinterpret_cast<float *>(smem + d.r_b);
     float *Eg = reinterpret_cast<float *>(smem + d.r_eg), *El = reinterpret_cast<float *>(smem + d.r_el);
+    // 1 / ||q_i||, 1 / ||k_i|| (1 without the in-kernel L2 norm). q and k stay the exact 16-bit
+    // inputs and the norms scale the f32 results: rounding normalised rows to 16 bits would
+    // cost q.k up to 2^-9 of |q||k|, much more than 2^-9 of q.k when the two are near orthogonal.
+    float *Iq = reinterpret_cast<float *>(smem + d.r_iq), *Ik = reinterpret_cast<float *>(smem + d.r_ik);
     const gdn_delta_rule_args &a = p.a;
     const int64_t hv = blockIdx.y;
     chunk_task ct;
@@ -790,9 +798,13 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
     __syncthreads();
     if (tid >= 32 && tid < kC)
         Gs[tid] += Gs[31];
-    if (a.qk_l2norm)
-        for (int i = warp; i < 2 * kC; i += kPrepThreads / 32)
-            l2norm_row(i < kC ? Ks + i * d.ldk : Qs + (i - kC) * d.ldk, KP);
+    for (int i = warp; i < 2 * kC; i += kPrepThreads / 32) {
+        const float inv = !a.qk_l2norm ? 1.0f
+                          : i < kC     ? inv_norm(Ks + i * d.ldk, KP)
+                                       : inv_norm(Qs + (i - kC) * d.ldk, KP);
+        if (lane == 0)
+            (i < kC ? Ik : Iq)[i % kC] = inv;
+    }
     __syncthreads();
     if (tid < kC) {
         Eg[tid] = expf(Gs[tid]);
@@ -818,7 +830,8 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     const int r = m0 + acc_row(e), cc = acc_col(jt, e);
-                    Am[r * d.ldf + cc] = cc < r ? Bs[r] * acc[jt][e] * __expf(Gs[r] - Gs[cc]) : 0.0f;
+                    Am[r * d.ldf + cc] =
+                        cc < r ? Bs[r] * Ik[r] * Ik[cc] * acc[jt][e] * __expf(Gs[r] - Gs[cc]) : 0.0f;
                 }
         } else {
             E *aq = static_cast<E *>(p.Aq) + ch * kC * kC;
@@ -827,22 +840,25 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
 #pragma unroll
                 for (int e = 0; e < 4; e += 2) {
                     const int r = m0 + acc_row(e), cc = acc_col(jt, e);
-                    const float x = cc <= r ? p.scale * acc[jt][e] * __expf(Gs[r] - Gs[cc]) : 0.0f;
-                    const float y = cc + 1 <= r ? p.scale * acc[jt][e + 1] * __expf(Gs[r] - Gs[cc + 1])
-                                                : 0.0f;
+                    const float f = p.scale * Iq[r];
+                    const float x =
+                        cc <= r ? f * Ik[cc] * acc[jt][e] * __expf(Gs[r] - Gs[cc]) : 0.0f;
+                    const float y =
+                        cc + 1 <= r ? f * Ik[cc + 1] * acc[jt][e + 1] * __expf(Gs[r] - Gs[cc + 1])
+                                    : 0.0f;
                     store_pair_global(aq + r * kC + cc, x, y);
                 }
         }
     }
     __syncthreads();
     unit_lower_inverse_tc(Am, Tm, Xs, d.ldf);
-    { // Q (normalised; its factor scale e^G goes to eg) and K' to the workspace; K and V scaled
-      // in place into W's and U's right operands
+    { // Q (as it came; its factor scale e^G / ||q|| goes to eg) and K' to the workspace; K and V
+      // scaled in place into W's and U's right operands
         E *qd = static_cast<E *>(p.Qd) + ch * kC * KP, *kd = static_cast<E *>(p.Kd) + ch * kC * KP;
         for (int i = warp; i < kC; i += kPrepThreads / 32) {
-            const float fk = El[i], fb = Bs[i] * Eg[i], fv = Bs[i];
+            const float fk = El[i] * Ik[i], fb = Bs[i] * Eg[i] * Ik[i], fv = Bs[i];
             if (lane == 0)
-                p.eg[ch * kC + i] = p.scale * Eg[i];
+                p.eg[ch * kC + i] = p.scale * Eg[i] * Iq[i];
             for (int x = 2 * lane; x < KP; x += 64) {
                 const float q0 = to_f32(Qs[i * d.ldk + x]), q1 = to_f32(Qs[i * d.ldk + x + 1]);
                 const float k0 = to_f32(Ks[i * d.ldk + x]), k1 = to_f32(Ks[i * d.ldk + x + 1]);
@@ -857,9 +873,13 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
             p.gl[ch] = expf(Gs[kC - 1]);
     }
     __syncthreads();
-    { // W = T (diag(beta e^G) K), U = T (diag(beta) V): warp w rows 16 (w % 4), half the columns
+    { // W = T (diag(beta e^G) K), U = T (diag(beta) V): warp w rows 16 (w % 4), half the columns.
+      // With long memory the state pass's V' = U - W S is a small difference of large terms, so
+      // U stays f32 and W goes out as hi + lo 16-bit parts: the cancellation happens in f32.
+      // (T's own 16-bit rounding is shared by U and W, so it scales V' and is harmless.)
         const int m0 = 16 * (warp & 3), half = warp >> 2;
-        E *w = static_cast<E *>(p.W) + ch * kC * KP, *u = static_cast<E *>(p.U) + ch * kC * VP;
+        E *w = static_cast<E *>(p.W) + ch * kC * KP, *wl = static_cast<E *>(p.Wl) + ch * kC * KP;
+        float *u = static_cast<float *>(p.U) + ch * kC * VP;
         unsigned ta[4][4], fb[4];
 #pragma unroll
         for (int ks = 0; ks < 4; ks++)
@@ -875,14 +895,20 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
                 frag_b2(fb, B, ldb, 16 * ks, nb);
                 mma2<P>(acc[0], acc[1], ta[ks], fb);
             }
-            E *dst = isw ? w : u;
-            const int ldd = isw ? KP : VP;
 #pragma unroll
             for (int jt = 0; jt < 2; jt++)
 #pragma unroll
-                for (int e = 0; e < 4; e += 2)
-                    store_pair_global(dst + (m0 + acc_row(e)) * ldd + nb + acc_col(jt, e),
-                                      acc[jt][e], acc[jt][e + 1]);
+                for (int e = 0; e < 4; e += 2) {
+                    const float x = acc[jt][e], y = acc[jt][e + 1];
+                    if (isw) {
+                        const int at = (m0 + acc_row(e)) * KP + nb + acc_col(jt, e);
+                        const float xh = to_f32(from_f32<E>(x)), yh = to_f32(from_f32<E>(y));
+                        store_pair_global(w + at, xh, yh);
+                        store_pair_global(wl + at, x - xh, y - yh);
+                    } else {
+                        store_pair_global(u + (m0 + acc_row(e)) * VP + nb + acc_col(jt, e), x, y);
+                    }
+                }
         }
     }
 }
@@ -932,25 +958,27 @@ template <class E, int KP, bool OUT>
 __device__ __forceinline__ void stage_chunk(const ck_args &p, unsigned char *stage, int64_t ch,
                                             int v0, bool u_in)
 {
-    constexpr int es = sizeof(E), row = KP * es, n16 = row / 16, u16 = kVT * es / 16,
+    constexpr int es = sizeof(E), row = KP * es, n16 = row / 16, u16 = kVT * 4 / 16,
                   a16 = kC * es / 16;
     const ck_dims &d = p.d;
     const int64_t kb = (int64_t)kC * KP * es;
     const unsigned char *w = static_cast<const unsigned char *>(p.W) + ch * kb;
+    const unsigned char *wl = static_cast<const unsigned char *>(p.Wl) + ch * kb;
     const unsigned char *q = static_cast<const unsigned char *>(p.Qd) + ch * kb;
     const unsigned char *k = static_cast<const unsigned char *>(p.Kd) + ch * kb;
-    const unsigned char *u = static_cast<const unsigned char *>(p.U) + (ch * kC * d.VP + v0) * es;
+    const unsigned char *u = static_cast<const unsigned char *>(p.U) + (ch * kC * d.VP + v0) * 4;
     const unsigned char *aq = static_cast<const unsigned char *>(p.Aq) + ch * kC * kC * es;
     for (int idx = threadIdx.x; idx < kC * n16; idx += kTcThreads) {
         const int r = idx / n16, c = (idx % n16) * 16;
         cp_async16(stage + d.t_w + r * d.ldk * es + c, w + r * row + c);
+        cp_async16(stage + d.t_wl + r * d.ldk * es + c, wl + r * row + c);
         if (OUT)
             cp_async16(stage + d.t_q + r * d.ldk * es + c, q + r * row + c);
         cp_async16(stage + d.t_k + r * d.ldk * es + c, k + r * row + c);
     }
     for (int idx = threadIdx.x; u_in && idx < kC * u16; idx += kTcThreads) {
         const int r = idx / u16, c = (idx % u16) * 16;
-        cp_async16(stage + d.t_u + r * d.ldu * es + c, u + (int64_t)r * d.VP * es + c);
+        cp_async16(stage + d.t_u + r * (kVT + 4) * 4 + c, u + (int64_t)r * d.VP * 4 + c);
     }
     for (int idx = threadIdx.x; OUT && idx < kC * a16; idx += kTcThreads) {
         const int r = idx / a16, c = (idx % a16) * 16;
@@ -1109,7 +1137,8 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
         const E *Ws = reinterpret_cast<const E *>(stg + d.t_w);
         const E *Qs = reinterpret_cast<const E *>(stg + d.t_q);
         const E *Ks = reinterpret_cast<const E *>(stg + d.t_k);
-        const E *Us = reinterpret_cast<const E *>(stg + d.t_u);
+        const E *Wls = reinterpret_cast<const E *>(stg + d.t_wl);
+        const float *Us = reinterpret_cast<const float *>(stg + d.t_u);
         const E *As = reinterpret_cast<const E *>(stg + d.t_a);
         asm volatile("cp.async.wait_group 0;\n" ::: "memory");
         __syncthreads(); // chunk j and the state copy are in; stage (j + 1) & 1 is free
@@ -1117,12 +1146,14 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
             stage_chunk<E, KP, OUT>(p, smem + ((j + 1) & 1) * d.t_stage, ch + p.HV, v0, !m_cols);
         const float decay = p.gl[ch];
         unsigned fa[4], fb[4];
-        { // V' = U - W S
+        { // V' = U - W S, W and S as hi + lo (all but lo x lo)
             float acc[2][4];
             acc_zero(acc);
             for (int k0 = 0; k0 < KP; k0 += 16) {
-                frag_a(fa, Ws, d.ldk, 16 * mt, k0);
                 frag_b2(fb, Sh, d.ldu, k0, 16 * nh);
+                frag_a(fa, Wls, d.ldk, 16 * mt, k0);
+                mma2<P>(acc[0], acc[1], fa, fb);
+                frag_a(fa, Ws, d.ldk, 16 * mt, k0);
                 mma2<P>(acc[0], acc[1], fa, fb);
                 frag_b2(fb, Sl, d.ldu, k0, 16 * nh);
                 mma2<P>(acc[0], acc[1], fa, fb);
@@ -1132,8 +1163,8 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
 #pragma unroll
                 for (int e = 0; e < 4; e += 2) {
                     const int r = 16 * mt + acc_row(e), c = 16 * nh + acc_col(jt, e);
-                    const float u0 = m_cols ? 0.0f : to_f32(Us[r * d.ldu + c]);
-                    const float u1 = m_cols ? 0.0f : to_f32(Us[r * d.ldu + c + 1]);
+                    const float u0 = m_cols ? 0.0f : Us[r * (kVT + 4) + c];
+                    const float u1 = m_cols ? 0.0f : Us[r * (kVT + 4) + c + 1];
                     store_pair(Vn + r * d.ldu + c, u0 - acc[jt][e], u1 - acc[jt][e + 1]);
                 }
         }
@@ -1259,7 +1290,7 @@ int64_t segment_slots(const gdn_delta_rule_problem *p, int64_t segc)
 }
 
 struct ws_layout {
-    size_t off, gl, eg, W, Qd, Kd, U, Aq, seg_off, maps, total;
+    size_t off, gl, eg, W, Wl, Qd, Kd, U, Aq, seg_off, maps, total;
     int64_t segc, nslots;
 };
 
@@ -1275,9 +1306,10 @@ ws_layout workspace_layout(const gdn_delta_rule_problem *p)
     w.gl = take(nch * sizeof(float));
     w.eg = take(nch * kC * sizeof(float));
     w.W = take(nch * kC * d.KP * es);
+    w.Wl = take(es == 2 ? nch * kC * d.KP * es : 0);
     w.Qd = take(nch * kC * d.KP * es);
     w.Kd = take(nch * kC * d.KP * es);
-    w.U = take(nch * kC * d.VP * es);
+    w.U = take(nch * kC * d.VP * 4);
     w.Aq = take(nch * kC * kC * es);
     w.segc = segment_chunks(p);
     w.nslots = segment_slots(p, w.segc);
@@ -1392,7 +1424,7 @@ extern "C" gdn_status cuda_delta_rule_chunked(gdn_context *ctx, const gdn_delta_
     k.chunk_off = reinterpret_cast<int64_t *>(base + w.off);
     k.gl = reinterpret_cast<float *>(base + w.gl);
     k.eg = reinterpret_cast<float *>(base + w.eg);
-    k.W = base + w.W, k.Qd = base + w.Qd, k.Kd = base + w.Kd, k.U = base + w.U, k.Aq = base + w.Aq;
+    k.W = base + w.W, k.Wl = base + w.Wl, k.Qd = base + w.Qd, k.Kd = base + w.Kd, k.U = base + w.U, k.Aq = base + w.Aq;
     k.segc = w.segc, k.nslots = w.nslots;
     k.seg_off = reinterpret_cast<int64_t *>(base + w.seg_off);
     k.maps = reinterpret_cast<float *>(base + w.maps);
