@@ -98,8 +98,8 @@ typedef struct cpu_chunk_kernels {
 
 extern const cpu_chunk_kernels cpu_chunk_scalar, cpu_chunk_avx2, cpu_chunk_avx512;
 /* bf16 operands on AMX tiles, f32 accumulation and state (cpu_chunked_amx.c); NULL when the
- * build has no AMX support. The record's W, Q, KT and P then hold bf16 (in the first half of
- * their f32 areas). */
+ * build has no AMX support. The record's Q, KT and P then hold bf16 (in the first half of
+ * their f32 areas), W its hi and lo bf16 parts one after the other. */
 extern const cpu_chunk_kernels *const cpu_chunk_amx;
 
 typedef struct cpu_backend_state {

@@ -5,8 +5,9 @@
  *
  * Precision, for the bf16 bar of 5e-3: q and k enter as the bf16 values they are (rounded again
  * only after an in-kernel L2 norm); the state enters W S and Q S as hi + lo bf16 parts (two
- * products), and so does the inverse (I + A)^-1 in W and U; W, Q, P, K'^T and V' are rounded to
- * bf16 once. Every product accumulates in f32 tiles and the state stays f32.
+ * products), and so does the inverse (I + A)^-1 in W and U; W enters W S as hi + lo too (with
+ * long memory V' = U + W S cancels; U stays f32); Q, P, K'^T and V' are rounded to bf16 once.
+ * Every product accumulates in f32 tiles and the state stays f32.
  *
  * Tiles: one configuration for every product, 8 tiles of 16 rows x 64 bytes; a 32 x 32 block of
  * f32 results in tiles 0-3, two A tiles (16 rows x 32 bf16) in 4-5, two B tiles in 6-7. B operands
@@ -248,7 +249,8 @@ static void amx_prep(const cpu_chunk_geom *g, cpu_chunk_inputs *in, cpu_chunk_re
     amx_gemm(Cp, Vp, u, 2, NULL, 0, rec->U, Vp);
     for (int64_t i = 0; i < Cp; i++)
         f[i] = g->scale * expf(in->G[i]);
-    to_bf16(Wf, Kp, Cp, Kp, NULL, (uint16_t *)rec->W, Kp);
+    /* W as hi + lo: with long memory V' = U + W S is a small difference of large terms */
+    to_bf16_split(Wf, Kp, Cp, Kp, (uint16_t *)rec->W, (uint16_t *)rec->W + Cp * Kp, Kp);
     to_bf16(rec->Q, Kp, Cp, Kp, f, (uint16_t *)rec->Q, Kp); /* in place, front to back */
     to_bf16(rec->P, Cp, Cp, Cp, NULL, (uint16_t *)rec->P, Cp);
     *rec->decay = expf(in->G[Cp - 1]);
@@ -267,8 +269,9 @@ static void amx_state(const cpu_chunk_geom *g, cpu_chunk_record *rec, float *S, 
     O += c0;
     tiles_begin();
     state_to_vnni(S, Vp, Kp, nc, *rec->decay, Sh, Sl, nc);
-    const amx_term ws[2] = {{W16, Kp, Sh, nc, Kp}, {W16, Kp, Sl, nc, Kp}};
-    amx_gemm(Cp, nc, ws, 2, U, Vp, U, Vp); /* V' = U - W S */
+    const uint16_t *Wl16 = W16 + Cp * Kp; /* W's lo part */
+    const amx_term ws[3] = {{W16, Kp, Sh, nc, Kp}, {W16, Kp, Sl, nc, Kp}, {Wl16, Kp, Sh, nc, Kp}};
+    amx_gemm(Cp, nc, ws, 3, U, Vp, U, Vp); /* V' = U + W S (W holds the minus sign) */
     to_vnni(U, Vp, Cp, nc, NULL, Vw, nc);
     const amx_term o[3] = {{Q16, Kp, Sh, nc, Kp}, {Q16, Kp, Sl, nc, Kp}, {P16, Cp, Vw, nc, Cp}};
     amx_gemm(Cp, nc, o, 3, NULL, 0, O, Vp); /* O = Q S + P V' */
