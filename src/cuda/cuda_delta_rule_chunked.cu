@@ -72,7 +72,7 @@ struct ck_args {
     float *gl;                  // [nc, HV] exp(G_last)
     float *eg;                  // [nc, HV, 64] scale exp(G_i) (16-bit path: Q is stored unscaled)
     void *W, *Qd, *Kd;          // [nc, HV, 64, KP]
-    void *Wl;                   // [nc, HV, 64, KP] 16-bit path: W's lo part (W = W + Wl)
+    void *Wl;                   // [nc, HV, 64, KP] 16-bit path: W's lo part (W is W + Wl)
     void *U;                    // [nc, HV, 64, VP]; f32 on the 16-bit path too
     void *Aq;                   // [nc, HV, 64, 64]
 };
@@ -916,10 +916,11 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
 // ---- the state pass on 16-bit tensor cores -------------------------------------------------
 //
 // The same pass as chunk_state for bf16/f16 inputs, built for the sequential chain: 8 warps;
-// the chunk's W, Q, K', U and Aqk come in by cp.async one chunk ahead (two stages); every
-// operand reaches the tensor cores by ldmatrix; the f32 state lives in registers (warp w owns
-// state rows 16w..16w+15, all 32 columns) and its 16-bit copy is rewritten after each chunk
-// (three barriers a chunk: loads in, V' done, state reads done). Warp w computes rows 16 (w % 4).. of V' and O, columns 16 (w / 4)...
+// the chunk's W (hi and lo), Q, K', U (f32) and Aqk come in by cp.async one chunk ahead (two
+// stages); every operand reaches the tensor cores by ldmatrix; the f32 state lives in registers
+// (warp w owns state rows 16w..16w+15, all 32 columns) and its 16-bit copy is rewritten after
+// each chunk (three barriers a chunk: loads in, V' done, state reads done). Warp w computes rows
+// 16 (w % 4).. of V' and O, columns 16 (w / 4)...
 
 constexpr int kTcThreads = 256;
 
