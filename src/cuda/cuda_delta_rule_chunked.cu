@@ -219,6 +219,24 @@ __device__ __forceinline__ int64_t tok_off(const gdn_tensor &t, int64_t row, int
     return row * t.stride[0] + tok * t.stride[1] + head * t.stride[2];
 }
 
+// Where sequence n's state of head hv lives in the pool (null without a pool) and whether the
+// pass starts from it. False for a padded sequence: nothing of it is read or written.
+__device__ __forceinline__ bool sequence_state(const ck_args &p, int64_t n, int64_t hv,
+                                               float *&state, bool &init)
+{
+    const gdn_delta_rule_args &a = p.a;
+    state = nullptr;
+    init = false;
+    if (!p.has_state)
+        return true;
+    const int64_t slot = seq_slot(a.state_slots, n, p.S);
+    if (slot < 0)
+        return false;
+    state = static_cast<float *>(a.state.data) + slot * a.state.stride[0] + hv * a.state.stride[1];
+    init = !a.has_initial_state.data || ld_index(a.has_initial_state, n) != 0;
+    return true;
+}
+
 // Where chunk c of value head hv lies. False past the last chunk.
 struct chunk_task {
     seq_info s;       // its sequence
@@ -477,16 +495,10 @@ __global__ void __launch_bounds__(kThreads) chunk_state(const ck_args p)
     const int vt = (int)(id % nvt);
     const int64_t hv = (id / nvt) % p.HV, n = id / (nvt * p.HV);
     const int tid = threadIdx.x, warp = tid >> 5;
-    float *state = nullptr;
-    if (p.has_state) {
-        const int64_t slot = seq_slot(a.state_slots, n, p.S);
-        if (slot < 0)
-            return;
-        state = static_cast<float *>(a.state.data) + slot * a.state.stride[0] +
-                hv * a.state.stride[1];
-    }
-    const bool init =
-        p.has_state && (!a.has_initial_state.data || ld_index(a.has_initial_state, n) != 0);
+    float *state;
+    bool init;
+    if (!sequence_state(p, n, hv, state, init))
+        return; // a padded sequence
     const bool kv = a.state_layout == GDN_STATE_KV;
     const int64_t s2 = a.state.stride[2], s3 = a.state.stride[3];
     const int v0 = vt * kVT;
@@ -1093,16 +1105,10 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
     const bool m_cols = !OUT && tile < KP / kVT;
     const int v0 = (OUT || m_cols ? tile : tile - KP / kVT) * kVT;
     const int warp = threadIdx.x >> 5, mt = warp & 3, nh = warp >> 2;
-    float *state = nullptr;
-    if (p.has_state) {
-        const int64_t slot_n = seq_slot(a.state_slots, n, p.S);
-        if (slot_n < 0)
-            return;
-        state = static_cast<float *>(a.state.data) + slot_n * a.state.stride[0] +
-                hv * a.state.stride[1];
-    }
-    const bool init =
-        p.has_state && (!a.has_initial_state.data || ld_index(a.has_initial_state, n) != 0);
+    float *state;
+    bool init;
+    if (!sequence_state(p, n, hv, state, init))
+        return; // a padded sequence
     const bool kv = a.state_layout == GDN_STATE_KV;
     const int64_t s2 = a.state.stride[2], s3 = a.state.stride[3];
     const bool owns = 16 * warp < KP; // this warp holds state rows 16w..16w+15
