@@ -86,20 +86,23 @@ static void fill_rows(const gdn_tensor *t, rng *r, bool unit)
 
 static void fill_gates(delta_case *c, rng *r)
 {
+    const bool slow = c->cfg.predictable;
     int64_t n = tensor_numel(&c->g);
     for (int64_t i = 0; i < n; i++) {
         if (c->cfg.gate_in_kernel) {
             tensor_set(&c->g, i, 0.5 * rng_normal(r));       /* raw a */
             tensor_set(&c->beta, i, 1.5 * rng_normal(r));    /* raw b logits */
         } else {
-            bool sharp = rng_uniform(r, 0, 1) < 0.1;         /* a few strong forgets */
-            tensor_set(&c->g, i, sharp ? -rng_uniform(r, 2, 10) : -rng_uniform(r, 0, 0.4));
+            bool sharp = !slow && rng_uniform(r, 0, 1) < 0.1; /* a few strong forgets */
+            const double most = slow ? 0.01 : 0.4;
+            tensor_set(&c->g, i, sharp ? -rng_uniform(r, 2, 10) : -rng_uniform(r, 0, most));
             tensor_set(&c->beta, i, rng_uniform(r, 0.05, 1.0));
         }
     }
     for (int64_t h = 0; h < c->cfg.HV; h++) {
         tensor_set(&c->A_log, h, log(rng_uniform(r, 1.0, 16.0)));
-        double dt = rng_uniform(r, 0.001, 0.1); /* dt_bias = softplus^-1(dt) */
+        double dt = slow ? rng_uniform(r, 0.0002, 0.001) : rng_uniform(r, 0.001, 0.1);
+        /* dt_bias = softplus^-1(dt) */
         tensor_set(&c->dt_bias, h, log(expm1(dt)));
     }
     c->allow_neg_eigval = c->cfg.gate_in_kernel && rng_uniform(r, 0, 1) < 0.5;
@@ -123,6 +126,35 @@ static void fill_slots(delta_case *c, rng *r, int64_t S)
         tensor_set(&c->has_init, n, fresh ? 0.0 : 1.0);
     }
     free(perm);
+}
+
+/* v[b, t, hv] = M_hv^T k[b, t, kh] / |k| + 0.01 noise (M_hv standard normal [K, V]), rounded to
+ * v's dtype. Token rows are [B, T, heads, dim] in logical (flat) order. */
+static void fill_predictable_values(const delta_case *c, rng *r)
+{
+    const delta_config *f = &c->cfg;
+    double *M = malloc((size_t)(f->K * f->V) * sizeof *M), *kr = malloc((size_t)f->K * sizeof *kr);
+    for (int64_t hv = 0; hv < f->HV; hv++) {
+        const int64_t kh = f->gva == GDN_GVA_BLOCK ? hv / (f->HV / f->H) : hv % f->H;
+        for (int64_t i = 0; i < f->K * f->V; i++)
+            M[i] = rng_normal(r);
+        for (int64_t row = 0; row < c->B * c->T; row++) {
+            double ss = 0.0;
+            for (int64_t i = 0; i < f->K; i++) {
+                kr[i] = tensor_get(&c->k, (row * f->H + kh) * f->K + i);
+                ss += kr[i] * kr[i];
+            }
+            const double inv = ss > 0.0 ? 1.0 / sqrt(ss) : 0.0;
+            for (int64_t x = 0; x < f->V; x++) {
+                double y = 0.01 * rng_normal(r);
+                for (int64_t i = 0; i < f->K; i++)
+                    y += M[i * f->V + x] * kr[i] * inv;
+                tensor_set(&c->v, (row * f->HV + hv) * f->V + x, y);
+            }
+        }
+    }
+    free(M);
+    free(kr);
 }
 
 void delta_case_init(delta_case *c, const delta_config *cfg, rng *r)
@@ -152,6 +184,8 @@ void delta_case_init(delta_case *c, const delta_config *cfg, rng *r)
     fill_rows(&c->q, r, !f->qk_l2norm);
     fill_rows(&c->k, r, !f->qk_l2norm);
     fill_rows(&c->v, r, false);
+    if (f->predictable)
+        fill_predictable_values(c, r);
     c->g = alloc3(f->gate_dtype, c->B, c->T, f->HV);
     c->beta = alloc3(f->gate_dtype, c->B, c->T, f->HV);
     c->A_log = alloc1(GDN_F32, f->HV);
@@ -274,10 +308,11 @@ void delta_case_describe(const delta_case *c, char *buf, size_t n)
         snprintf(tdesc, sizeof tdesc, "var%lld", (long long)c->T);
     else
         snprintf(tdesc, sizeof tdesc, "%lld", (long long)f->T);
-    snprintf(buf, n, "N=%lld T=%s H=%lld HV=%lld K=%lld V=%lld %s %s %s C=%d%s%s%s%s",
+    snprintf(buf, n, "N=%lld T=%s H=%lld HV=%lld K=%lld V=%lld %s %s %s C=%d%s%s%s%s%s",
              (long long)f->nseq, tdesc, (long long)f->H, (long long)f->HV, (long long)f->K,
              (long long)f->V, gdn_dtype_name(f->dtype), f->layout == GDN_STATE_KV ? "KV" : "VK",
              f->gva == GDN_GVA_BLOCK ? "block" : "tiled", f->chunk ? f->chunk : 64,
              f->qk_l2norm ? " l2" : "", f->gate_in_kernel ? " gate" : "",
-             f->fused_qkv ? " fused" : "", f->pool ? (f->padding ? " pool+pad" : " pool") : "");
+             f->fused_qkv ? " fused" : "", f->pool ? (f->padding ? " pool+pad" : " pool") : "",
+             f->predictable ? " predictable" : "");
 }

@@ -25,6 +25,9 @@ typedef struct delta_config {
     bool pool;               /* a state pool (S = nseq + 2) with permuted slots */
     bool padding;            /* some sequences get slot -1 (needs pool) */
     bool fresh_starts;       /* some sequences have has_initial_state = 0 (needs pool) */
+    bool predictable;        /* long memory: each value is a fixed linear map (one per value
+                              * head) of its unit key plus 1% noise, and decay is slow, so the
+                              * state learns to predict v and v - S^T k nearly cancels */
 } delta_config;
 
 /* Defaults: one sequence of 16 tokens, H = HV = 1, K = V = 16, f32 everywhere, no pool. */

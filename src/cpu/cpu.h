@@ -65,26 +65,35 @@ typedef struct cpu_chunk_geom {
 /* A chunk's inputs, filled by the driver (rows >= L zero, beta 0, G held at G[L-1]) and then
  * worked in place by the prep kernel. */
 typedef struct cpu_chunk_inputs {
-    float *Kc;              /* [Cp, Kp] keys (normalised when asked) -> -beta e^G k */
-    float *Vc;              /* [Cp, Vp] values -> beta v */
-    float *A;               /* [Cp, Cp] scratch: K K^T -> strictly lower beta_i k_i.k_j e^(G_i-G_j) */
+    float *Kc;              /* [Cp, Kp] keys, normalised when asked unless the kernels take raw
+                             * q, k (f32 kernels: -> -beta e^G k) */
+    float *Vc;              /* [Cp, Vp] values (f32 kernels: -> beta v) */
+    float *A;               /* [Cp, Cp] scratch: K K^T -> strictly lower
+                             * beta_i k_i.k_j e^(G_i - G_j) */
     float *Tinv;            /* [Cp, Cp] scratch: (I + A)^-1 */
     float *G, *beta;        /* [Cp] cumulative log-decay within the chunk, write strength */
+    float *iq, *ik;         /* [Cp] 1/||q_i||, 1/||k_i|| when the kernels take raw q, k and the
+                             * call normalises them; 1 otherwise */
 } cpu_chunk_inputs;
 
-/* What the state pass needs from a chunk; Q arrives holding the queries. */
+/* What the state pass needs from a chunk; Q arrives holding the queries. The f32 kernels' use of
+ * each area is given first; the AMX kernels' (cpu_chunked_amx.c) after "AMX:". */
 typedef struct cpu_chunk_record {
-    float *W;               /* [Cp, Kp] -(I + A)^-1 diag(beta e^G) K */
+    float *W;               /* [Cp, Kp] -(I + A)^-1 diag(beta e^G) K.  AMX: the keys as bf16 */
     float *U;               /* [Cp, Vp] (I + A)^-1 diag(beta) V; the state pass turns it into
-                             * V' = U - W S in place */
-    float *Q;               /* [Cp, Kp] queries -> scale e^G_i q_i */
-    float *KT;              /* [Kp, Cp] K^T with column m scaled by e^(G_last - G_m) */
-    float *P;               /* [Cp, Cp] lower scale q_i.k_j e^(G_i - G_j), j <= i */
+                             * V' = U - W S in place.  AMX: diag(beta) V, then V' */
+    float *Q;               /* [Cp, Kp] queries -> scale e^G_i q_i.  AMX: the queries as bf16 */
+    float *KT;              /* [Kp, Cp] K^T with column m scaled by e^(G_last - G_m).  AMX: K^T
+                             * as bf16, unscaled */
+    float *P;               /* [Cp, Cp] lower scale q_i.k_j e^(G_i - G_j), j <= i (AMX: bf16) */
+    float *T;               /* [Cp, Cp] AMX only: (I + A)^-1 as hi and lo bf16 parts */
+    float *rows;            /* [3 Cp] AMX only: per-row factors (see amx_prep) */
     float *decay;           /* [1] e^G_last */
 } cpu_chunk_record;
 
 typedef struct cpu_chunk_kernels {
     int64_t pad;            /* every padded size is a multiple of this */
+    bool raw_qk;            /* takes q, k unnormalised, with their inverse norms in iq, ik */
     /* floats of per-call scratch the kernels need (each worker has its own) */
     size_t (*scratch_floats)(const cpu_chunk_geom *g);
     /* in -> rec: everything that does not depend on the state */
@@ -98,8 +107,7 @@ typedef struct cpu_chunk_kernels {
 
 extern const cpu_chunk_kernels cpu_chunk_scalar, cpu_chunk_avx2, cpu_chunk_avx512;
 /* bf16 operands on AMX tiles, f32 accumulation and state (cpu_chunked_amx.c); NULL when the
- * build has no AMX support. The record's Q, KT and P then hold bf16 (in the first half of
- * their f32 areas), W its hi and lo bf16 parts one after the other. */
+ * build has no AMX support. */
 extern const cpu_chunk_kernels *const cpu_chunk_amx;
 
 typedef struct cpu_backend_state {

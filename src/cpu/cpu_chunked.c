@@ -54,13 +54,13 @@ static cpu_chunk_geom geom_of(const cpu_chunk_kernels *k, const gdn_delta_rule_p
 static size_t inputs_floats(const cpu_chunk_geom *g)
 {
     return floats(g->Cp * g->Kp) + floats(g->Cp * g->Vp) + 2 * floats(g->Cp * g->Cp) +
-           2 * floats(g->Cp);
+           4 * floats(g->Cp);
 }
 
 static size_t record_floats(const cpu_chunk_geom *g)
 {
     return 2 * floats(g->Cp * g->Kp) + floats(g->Cp * g->Vp) + floats(g->Kp * g->Cp) +
-           floats(g->Cp * g->Cp) + floats(1);
+           2 * floats(g->Cp * g->Cp) + floats(3 * g->Cp) + floats(1);
 }
 
 static size_t state_floats(const cpu_chunk_geom *g) { return floats(g->Kp * g->Vp); }
@@ -86,6 +86,8 @@ static cpu_chunk_inputs carve_inputs(float **cur, const cpu_chunk_geom *g)
     in.Tinv = carve(cur, g->Cp * g->Cp);
     in.G = carve(cur, g->Cp);
     in.beta = carve(cur, g->Cp);
+    in.iq = carve(cur, g->Cp);
+    in.ik = carve(cur, g->Cp);
     return in;
 }
 
@@ -97,6 +99,8 @@ static cpu_chunk_record carve_record(float **cur, const cpu_chunk_geom *g)
     r.U = carve(cur, g->Cp * g->Vp);
     r.KT = carve(cur, g->Kp * g->Cp);
     r.P = carve(cur, g->Cp * g->Cp);
+    r.T = carve(cur, g->Cp * g->Cp);
+    r.rows = carve(cur, 3 * g->Cp);
     r.decay = carve(cur, 1);
     return r;
 }
@@ -187,7 +191,7 @@ static int64_t token_offset(const gdn_tensor *t, int64_t row, int64_t tok, int64
     return row * t->stride[0] + tok * t->stride[1] + head * t->stride[2];
 }
 
-static void l2_normalize(float *x, int64_t n)
+static float inverse_norm(const float *x, int64_t n)
 {
     double s4[4] = {0.0, 0.0, 0.0, 0.0}; /* four chains: one would wait on each add's latency */
     int64_t i = 0;
@@ -197,9 +201,20 @@ static void l2_normalize(float *x, int64_t n)
     for (; i < n; i++)
         s4[0] += (double)x[i] * x[i];
     const double ss = (s4[0] + s4[1]) + (s4[2] + s4[3]);
-    const float inv = (float)(1.0 / sqrt(ss + (double)GDN_L2NORM_EPS));
-    for (i = 0; i < n; i++)
-        x[i] *= inv;
+    return (float)(1.0 / sqrt(ss + (double)GDN_L2NORM_EPS));
+}
+
+/* The L2 norm the call asks for: into *inv for kernels that take raw q, k (a bf16 row scaled
+ * by it would be rounded again, and q.k, k.k and k.S cancel), else applied to x in place. */
+static void l2_norm_row(const cpu_chunk_kernels *k, float *x, int64_t n, float *inv)
+{
+    const float r = inverse_norm(x, n);
+    if (k->raw_qk) {
+        *inv = r;
+        return;
+    }
+    for (int64_t i = 0; i < n; i++)
+        x[i] *= r;
 }
 
 /* Chunk c of a task into `in` and rec->Q (rows past its length zero, beta 0, G held at the last
@@ -227,9 +242,10 @@ static int64_t load_chunk(const chunk_job *j, const seq_head *s, int64_t c, cpu_
         cpu_load_f32(&a->q, token_offset(&a->q, s->row, t, s->kh), p->K, q);
         cpu_load_f32(&a->k, token_offset(&a->k, s->row, t, s->kh), p->K, k);
         cpu_load_f32(&a->v, token_offset(&a->v, s->row, t, s->hv), p->V, in->Vc + i * g->Vp);
+        in->iq[i] = in->ik[i] = 1.0f;
         if (a->qk_l2norm) {
-            l2_normalize(q, p->K);
-            l2_normalize(k, p->K);
+            l2_norm_row(j->k, q, p->K, &in->iq[i]);
+            l2_norm_row(j->k, k, p->K, &in->ik[i]);
         }
         double gt, bt;
         cpu_token_gates(p, s->row, t, s->hv, &gt, &bt);
@@ -240,6 +256,7 @@ static int64_t load_chunk(const chunk_job *j, const seq_head *s, int64_t c, cpu_
     for (int64_t i = L; i < g->Cp; i++) {
         in->G[i] = (float)G;
         in->beta[i] = 0.0f;
+        in->iq[i] = in->ik[i] = 1.0f;
     }
     return L;
 }

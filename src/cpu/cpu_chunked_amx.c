@@ -3,11 +3,15 @@
  * products (gates and masks, the triangular inverse, the decay factors) are the avx512 kernels'
  * own code, included from cpu_chunked_impl.h; row scalings ride on the bf16 packing.
  *
- * Precision, for the bf16 bar of 5e-3: q and k enter as the bf16 values they are (rounded again
- * only after an in-kernel L2 norm); the state enters W S and Q S as hi + lo bf16 parts (two
- * products), and so does the inverse (I + A)^-1 in W and U; W enters W S as hi + lo too (with
- * long memory V' = U + W S cancels; U stays f32); Q, P, K'^T and V' are rounded to bf16 once.
- * Every product accumulates in f32 tiles and the state stays f32.
+ * Precision, for the bf16 bar of 5e-3, with long memory in mind (the new value v and the state's
+ * prediction e^G k S nearly cancel): the state pass forms the residual R = beta (v - e^G k S)
+ * in f32 from the exact bf16 k, v and S as hi + lo bf16 parts, and only then rounds it; the
+ * inverse (I + A)^-1 and R itself enter V' = (I + A)^-1 R as hi + lo parts, and so does the
+ * scaled V' of the state update: the state then stays close to f32 accuracy. q and k enter
+ * every product as the exact bf16 inputs, their inverse L2 norms applied to the f32 results (a
+ * normalised row rounded again would cost q.k and k.k up to 2^-9 |q||k|). Q S also takes S as
+ * hi + lo; only P and V' of the output's P V' are rounded once. Every product accumulates in
+ * f32 tiles and the state stays f32.
  *
  * Tiles: one configuration for every product, 8 tiles of 16 rows x 64 bytes; a 32 x 32 block of
  * f32 results in tiles 0-3, two A tiles (16 rows x 32 bf16) in 4-5, two B tiles in 6-7. B operands
@@ -142,8 +146,32 @@ static void to_vnni(const float *X, int64_t ldx, int64_t depth, int64_t cols, co
     }
 }
 
-/* The state's operand for W S and Q S: VNNI words of S [depth, cols] (ld) as hi and lo bf16 parts
- * (S = hi + lo to ~2^-16), while S itself becomes decay S for the update, in the same sweep. */
+/* Rows x0 and x1 of a VNNI pair as hi and lo bf16 parts (x = hi + lo to ~2^-16), 16 words each. */
+static inline void vnni_split_pair(__m512 x0, __m512 x1, uint32_t *hi, uint32_t *lo)
+{
+    const __m512i h0 = bf16_lanes(x0), h1 = bf16_lanes(x1);
+    const __m512i l0 = bf16_lanes(_mm512_sub_ps(x0, bf16_value(h0)));
+    const __m512i l1 = bf16_lanes(_mm512_sub_ps(x1, bf16_value(h1)));
+    _mm512_storeu_si512(hi, _mm512_or_si512(h0, _mm512_slli_epi32(h1, 16)));
+    _mm512_storeu_si512(lo, _mm512_or_si512(l0, _mm512_slli_epi32(l1, 16)));
+}
+
+/* to_vnni's words as hi and lo parts, for operands whose rounding would cost the result. */
+static void to_vnni_split(const float *X, int64_t ldx, int64_t depth, int64_t cols,
+                          const float *scale, uint32_t *hi, uint32_t *lo, int64_t ldv)
+{
+    for (int64_t p = 0; p < depth / 2; p++) {
+        const __m512 s0 = _mm512_set1_ps(scale[2 * p]), s1 = _mm512_set1_ps(scale[2 * p + 1]);
+        const float *x0 = X + 2 * p * ldx, *x1 = x0 + ldx;
+        for (int64_t j = 0; j < cols; j += 16)
+            vnni_split_pair(_mm512_mul_ps(s0, _mm512_loadu_ps(x0 + j)),
+                            _mm512_mul_ps(s1, _mm512_loadu_ps(x1 + j)), hi + p * ldv + j,
+                            lo + p * ldv + j);
+    }
+}
+
+/* The state's operand for K S and Q S: S [depth, cols] (ld) as hi + lo VNNI words, while S itself
+ * becomes decay S for the update, in the same sweep. */
 static void state_to_vnni(float *S, int64_t ld, int64_t depth, int64_t cols, float decay,
                           uint32_t *hi, uint32_t *lo, int64_t ldv)
 {
@@ -152,11 +180,7 @@ static void state_to_vnni(float *S, int64_t ld, int64_t depth, int64_t cols, flo
         for (int64_t j = 0; j < cols; j += 16) {
             float *s0 = S + 2 * p * ld + j, *s1 = s0 + ld;
             const __m512 x0 = _mm512_loadu_ps(s0), x1 = _mm512_loadu_ps(s1);
-            const __m512i h0 = bf16_lanes(x0), h1 = bf16_lanes(x1);
-            const __m512i l0 = bf16_lanes(_mm512_sub_ps(x0, bf16_value(h0)));
-            const __m512i l1 = bf16_lanes(_mm512_sub_ps(x1, bf16_value(h1)));
-            _mm512_storeu_si512(hi + p * ldv + j, _mm512_or_si512(h0, _mm512_slli_epi32(h1, 16)));
-            _mm512_storeu_si512(lo + p * ldv + j, _mm512_or_si512(l0, _mm512_slli_epi32(l1, 16)));
+            vnni_split_pair(x0, x1, hi + p * ldv + j, lo + p * ldv + j);
             _mm512_storeu_ps(s0, _mm512_mul_ps(d, x0));
             _mm512_storeu_ps(s1, _mm512_mul_ps(d, x1));
         }
@@ -205,82 +229,126 @@ static void transpose_words(const uint32_t *X, int64_t rows, int64_t cols, uint3
 static size_t amx_scratch_floats(const cpu_chunk_geom *g)
 {
     const size_t Cp = (size_t)g->Cp, Kp = (size_t)g->Kp, Vp = (size_t)g->Vp;
-    /* prep: K16, KT words, Tinv hi + lo, (beta e^G K) words, (beta V) words, W f32 */
-    const size_t prep = Cp * Kp / 2 + Kp * Cp / 2 + Cp * Cp + Cp * Kp / 2 + Cp * Vp / 2 + Cp * Kp;
-    /* state: S hi + lo words, V' words */
-    const size_t state = Kp * Vp + Cp * Vp / 2;
+    /* prep: K^T words for K K^T, K words for K^T; state: S hi + lo words, two V'-sized areas */
+    const size_t prep = Kp * Cp / 2 + Cp * Kp / 2;
+    const size_t state = Kp * Vp + Cp * Vp;
     return prep > state ? prep : state;
 }
 
+/* X [rows, cols] *= x_i y_j, for the inverse norms of raw q, k */
+static void scale_outer(float *X, int64_t rows, int64_t cols, const float *x, const float *y)
+{
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < cols; j += 16) {
+            const __m512 v = _mm512_loadu_ps(X + i * cols + j);
+            const __m512 f = _mm512_mul_ps(_mm512_set1_ps(x[i]), _mm512_loadu_ps(y + j));
+            _mm512_storeu_ps(X + i * cols + j, _mm512_mul_ps(v, f));
+        }
+}
+
+/* Record areas (cpu.h): W holds the raw keys K as bf16 [Cp, Kp], Q the raw queries, KT = K^T as
+ * bf16 [Kp, Cp], P the gated masked q.k as bf16, T = (I + A)^-1 as hi then lo bf16, U = diag(beta)
+ * V in f32, and rows three per-row factors: -beta_i e^G_i / ||k_i|| (the residual's), scale
+ * e^G_i / ||q_i|| (the output's) and e^(G_last - G_m) / ||k_m|| (the state update's). Every
+ * operand that is rounded to bf16 is either an exact input or a quantity that no later step
+ * subtracts from a larger one. */
 static void amx_prep(const cpu_chunk_geom *g, cpu_chunk_inputs *in, cpu_chunk_record *rec,
                      float *scratch)
 {
     const int64_t Cp = g->Cp, Kp = g->Kp, Vp = g->Vp;
-    uint16_t *K16 = (uint16_t *)scratch;
-    uint32_t *KTw = (uint32_t *)(K16 + Cp * Kp);
-    uint16_t *Th = (uint16_t *)(KTw + Kp / 2 * Cp), *Tl = Th + Cp * Cp;
-    uint32_t *Kbw = (uint32_t *)(Tl + Cp * Cp), *Vbw = Kbw + Cp / 2 * Kp;
-    float *Wf = (float *)(Vbw + Cp / 2 * Vp);
+    uint16_t *K16 = (uint16_t *)rec->W, *Q16 = (uint16_t *)rec->Q;
+    uint16_t *Th = (uint16_t *)rec->T, *Tl = Th + Cp * Cp;
+    uint32_t *KTw = (uint32_t *)scratch, *Kw = KTw + Kp / 2 * Cp;
     tiles_begin();
-    /* K K^T and Q K^T; Q's bf16 copy goes to W's area for now (free until W is made) */
-    uint16_t *Q16 = (uint16_t *)rec->W;
+    /* q, k are bf16 inputs: these roundings are exact */
     to_bf16(in->Kc, Kp, Cp, Kp, NULL, K16, Kp);
-    to_bf16(rec->Q, Kp, Cp, Kp, NULL, Q16, Kp);
+    to_bf16(rec->Q, Kp, Cp, Kp, NULL, Q16, Kp); /* in place, front to back */
     transpose_words((const uint32_t *)K16, Cp, Kp / 2, KTw);
     const amx_term kk = {K16, Kp, KTw, Cp, Kp}, qk = {Q16, Kp, KTw, Cp, Kp};
     amx_gemm(Cp, Cp, &kk, 1, NULL, 0, in->A, Cp);
     amx_gemm(Cp, Cp, &qk, 1, NULL, 0, rec->P, Cp);
+    scale_outer(in->A, Cp, Cp, in->ik, in->ik);
+    scale_outer(rec->P, Cp, Cp, in->iq, in->ik);
     gate_and_mask(g, in, rec->P);
     unit_lower_inverse(in->A, in->Tinv, Cp);
     to_bf16_split(in->Tinv, Cp, Cp, Cp, Th, Tl, Cp);
-    /* K'^T = (diag(e^(G_last - G)) K)^T as bf16 rows [Kp, Cp]: the VNNI words of K', transposed */
-    float f[128] = {0}; /* per-row factors; Cp <= 128 */
-    decay_to_end(in->G, Cp, f);
-    to_vnni(in->Kc, Kp, Cp, Kp, f, Kbw, Kp);
-    transpose_words(Kbw, Cp / 2, Kp, (uint32_t *)rec->KT);
-    /* W = -Tinv diag(beta e^G) K and U = Tinv diag(beta) V, Tinv as hi + lo */
-    for (int64_t i = 0; i < Cp; i++)
-        f[i] = -in->beta[i] * expf(in->G[i]);
-    to_vnni(in->Kc, Kp, Cp, Kp, f, Kbw, Kp);
-    to_vnni(in->Vc, Vp, Cp, Vp, in->beta, Vbw, Vp);
-    const amx_term w[2] = {{Th, Cp, Kbw, Kp, Cp}, {Tl, Cp, Kbw, Kp, Cp}};
-    const amx_term u[2] = {{Th, Cp, Vbw, Vp, Cp}, {Tl, Cp, Vbw, Vp, Cp}};
-    amx_gemm(Cp, Kp, w, 2, NULL, 0, Wf, Kp);
-    amx_gemm(Cp, Vp, u, 2, NULL, 0, rec->U, Vp);
-    for (int64_t i = 0; i < Cp; i++)
-        f[i] = g->scale * expf(in->G[i]);
-    /* W as hi + lo: with long memory V' = U + W S is a small difference of large terms */
-    to_bf16_split(Wf, Kp, Cp, Kp, (uint16_t *)rec->W, (uint16_t *)rec->W + Cp * Kp, Kp);
-    to_bf16(rec->Q, Kp, Cp, Kp, f, (uint16_t *)rec->Q, Kp); /* in place, front to back */
     to_bf16(rec->P, Cp, Cp, Cp, NULL, (uint16_t *)rec->P, Cp);
+    /* K^T as bf16 rows [Kp, Cp]: the VNNI words of K, transposed */
+    to_vnni(in->Kc, Kp, Cp, Kp, NULL, Kw, Kp);
+    transpose_words(Kw, Cp / 2, Kp, (uint32_t *)rec->KT);
+    float *res = rec->rows, *out = res + Cp, *upd = out + Cp;
+    decay_to_end(in->G, Cp, upd);
+    for (int64_t i = 0; i < Cp; i++) {
+        const float eg = expf(in->G[i]);
+        res[i] = -in->beta[i] * eg * in->ik[i];
+        out[i] = g->scale * eg * in->iq[i];
+        upd[i] *= in->ik[i];
+        const __m512 b = _mm512_set1_ps(in->beta[i]);
+        for (int64_t x = 0; x < Vp; x += 16)
+            _mm512_storeu_ps(rec->U + i * Vp + x,
+                             _mm512_mul_ps(b, _mm512_loadu_ps(in->Vc + i * Vp + x)));
+    }
     *rec->decay = expf(in->G[Cp - 1]);
     _tile_release();
 }
 
+/* R = U + diag(f) X (both [rows, cols] f32, ld) as hi + lo VNNI words: the residual
+ * beta (v - e^G k S / ||k||) is formed in f32 before anything is rounded. */
+static void residual_to_vnni(const float *U, const float *X, int64_t ld, int64_t rows,
+                             int64_t cols, const float *f, uint32_t *hi, uint32_t *lo, int64_t ldv)
+{
+    for (int64_t p = 0; p < rows / 2; p++) {
+        const __m512 f0 = _mm512_set1_ps(f[2 * p]), f1 = _mm512_set1_ps(f[2 * p + 1]);
+        const int64_t r0 = 2 * p * ld, r1 = r0 + ld;
+        for (int64_t j = 0; j < cols; j += 16)
+            vnni_split_pair(
+                _mm512_fmadd_ps(f0, _mm512_loadu_ps(X + r0 + j), _mm512_loadu_ps(U + r0 + j)),
+                _mm512_fmadd_ps(f1, _mm512_loadu_ps(X + r1 + j), _mm512_loadu_ps(U + r1 + j)),
+                hi + p * ldv + j, lo + p * ldv + j);
+    }
+}
+
+/* V' = T R with R = diag(beta) V + diag(res) K S, O = diag(out) Q S + P V',
+ * S = decay S + K^T diag(upd) V' (the factors of amx_prep). R and diag(upd) V' enter as hi + lo
+ * parts: they carry the state from chunk to chunk, and with them it keeps close to f32
+ * accuracy; P V' feeds only this chunk's outputs and takes V' rounded once. */
 static void amx_state(const cpu_chunk_geom *g, cpu_chunk_record *rec, float *S, int64_t c0,
                       int64_t nc, float *O, float *scratch)
 {
     const int64_t Cp = g->Cp, Kp = g->Kp, Vp = g->Vp;
-    uint32_t *Sh = (uint32_t *)scratch, *Sl = Sh + Kp / 2 * nc, *Vw = Sl + Kp / 2 * nc;
-    const uint16_t *W16 = (const uint16_t *)rec->W, *Q16 = (const uint16_t *)rec->Q;
+    uint32_t *Sh = (uint32_t *)scratch, *Sl = Sh + Kp / 2 * nc;
+    uint32_t *Xh = Sl + Kp / 2 * nc, *Xl = Xh + Cp / 2 * nc; /* R, then V' */
+    const uint16_t *K16 = (const uint16_t *)rec->W, *Q16 = (const uint16_t *)rec->Q;
     const uint16_t *P16 = (const uint16_t *)rec->P, *KT16 = (const uint16_t *)rec->KT;
+    const uint16_t *Th = (const uint16_t *)rec->T, *Tl = Th + Cp * Cp;
+    const float *res = rec->rows, *out = res + Cp, *upd = out + Cp;
     float *U = rec->U + c0;
     S += c0;
     O += c0;
     tiles_begin();
     state_to_vnni(S, Vp, Kp, nc, *rec->decay, Sh, Sl, nc);
-    const uint16_t *Wl16 = W16 + Cp * Kp; /* W's lo part */
-    const amx_term ws[3] = {{W16, Kp, Sh, nc, Kp}, {W16, Kp, Sl, nc, Kp}, {Wl16, Kp, Sh, nc, Kp}};
-    amx_gemm(Cp, nc, ws, 3, U, Vp, U, Vp); /* V' = U + W S (W holds the minus sign) */
-    to_vnni(U, Vp, Cp, nc, NULL, Vw, nc);
-    const amx_term o[3] = {{Q16, Kp, Sh, nc, Kp}, {Q16, Kp, Sl, nc, Kp}, {P16, Cp, Vw, nc, Cp}};
-    amx_gemm(Cp, nc, o, 3, NULL, 0, O, Vp); /* O = Q S + P V' */
-    const amx_term kv = {KT16, Cp, Vw, nc, Cp};
-    amx_gemm(Kp, nc, &kv, 1, S, Vp, S, Vp); /* S = decay S + K'^T V' */
+    const amx_term ks[2] = {{K16, Kp, Sh, nc, Kp}, {K16, Kp, Sl, nc, Kp}};
+    amx_gemm(Cp, nc, ks, 2, NULL, 0, O, Vp); /* K S, in O until O is made */
+    residual_to_vnni(U, O, Vp, Cp, nc, res, Xh, Xl, nc);
+    const amx_term tr[3] = {{Th, Cp, Xh, nc, Cp}, {Tl, Cp, Xh, nc, Cp}, {Th, Cp, Xl, nc, Cp}};
+    amx_gemm(Cp, nc, tr, 3, NULL, 0, U, Vp); /* V' = T R */
+    const amx_term qs[2] = {{Q16, Kp, Sh, nc, Kp}, {Q16, Kp, Sl, nc, Kp}};
+    amx_gemm(Cp, nc, qs, 2, NULL, 0, O, Vp);
+    to_vnni(U, Vp, Cp, nc, NULL, Xh, nc);
+    for (int64_t i = 0; i < Cp; i++) { /* O = diag(out) Q S, then + P V' on the tiles */
+        const __m512 f = _mm512_set1_ps(out[i]);
+        for (int64_t x = 0; x < nc; x += 16)
+            _mm512_storeu_ps(O + i * Vp + x, _mm512_mul_ps(f, _mm512_loadu_ps(O + i * Vp + x)));
+    }
+    const amx_term pv = {P16, Cp, Xh, nc, Cp};
+    amx_gemm(Cp, nc, &pv, 1, O, Vp, O, Vp);
+    to_vnni_split(U, Vp, Cp, nc, upd, Xh, Xl, nc);
+    const amx_term kv[2] = {{KT16, Cp, Xh, nc, Cp}, {KT16, Cp, Xl, nc, Cp}};
+    amx_gemm(Kp, nc, kv, 2, S, Vp, S, Vp); /* S = decay S + K^T diag(upd) V' */
     _tile_release();
 }
 
-static const cpu_chunk_kernels amx_kernels = {32, amx_scratch_floats, amx_prep, amx_state};
+static const cpu_chunk_kernels amx_kernels = {32, true, amx_scratch_floats, amx_prep, amx_state};
 const cpu_chunk_kernels *const cpu_chunk_amx = &amx_kernels;
 #else
 #include "cpu.h"

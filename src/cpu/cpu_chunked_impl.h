@@ -173,5 +173,5 @@ static void state(const cpu_chunk_geom *g, cpu_chunk_record *rec, float *S, int6
     gemm(Kp, nc, Cp, rec->KT, Cp, U, Vp, S, Vp, *rec->decay, S, Vp, false); /* S update */
 }
 
-const cpu_chunk_kernels CPU_CHUNK_KERNELS = {NR, NULL, prep, state};
+const cpu_chunk_kernels CPU_CHUNK_KERNELS = {NR, false, NULL, prep, state};
 #endif
