@@ -8,7 +8,8 @@
 //      cumulative sum G, L2-normalised q and k, A = diag(beta) (K K^T * exp(G_i - G_j)) strictly
 //      lower, its exact inverse T = (I + A)^-1 (16 x 16 diagonal blocks by forward substitution,
 //      then block rows), W = T diag(beta e^G) K, U = T diag(beta) V, the masked
-//      Aqk = scale (Q K^T * exp(G_i - G_j)) (j <= i), Q' = scale e^G Q and K' = e^(G_last - G) K.
+//      Aqk = scale (Q K^T * exp(G_i - G_j)) (j <= i), Q' = scale e^G Q and K' = e^(G_last - G) K
+//      (the 16-bit path keeps Q and K as they came and their row factors apart).
 //      Everything goes to the workspace.
 //   3. chunk_state, one block per (32 value columns, value head, sequence), chunks in order: the
 //      state tile S (K x 32, f32, shared memory) gives V' = U - W S, the output
@@ -20,11 +21,16 @@
 // f32 inputs run the kernels above (chunk_prep, chunk_state: generic fragment loads, 4 warps).
 // bf16/f16 inputs run chunk_prep_tc and chunk_state_tc, the same steps built for speed: ldmatrix
 // operands, cp.async staging, the diagonal inverse blocks in registers, the state in registers.
-// Three choices there keep the 16-bit path inside its 5e-3 bar: Q is stored unscaled and
-// scale e^G multiplies the f32 accumulator; the state enters W S and Q S as hi + lo 16-bit
-// parts, so neither the state nor the decay is rounded to 16 bits on the way to O; and U stays
-// f32 and W enters as hi + lo, because with long memory (slow decay, T >> K) V' = U - W S is a
-// small difference of large terms (16-bit U and W measured 5.2e-3 at T = 513, K = 32).
+// Their precision keeps in mind long memory (slow decay, T >> K), where the state predicts the
+// new values and V' = U - W S = T (beta v - beta e^G k S) is a small difference of large terms:
+// an operand rounded to 16 bits before that difference costs 2^-9 of the large terms, and the
+// state carries the error on. So nothing that feeds the difference or the state is rounded
+// once: q and k stay the exact 16-bit inputs, their inverse L2 norms and the decay factors
+// (scale e^G for Q, e^(G_last - G) for K) applied to f32 results; W's and U's right operands
+// (beta e^G k, beta v) and W itself go as hi + lo 16-bit parts, U stays f32; the state enters
+// W S and Q S as hi + lo, and the update's scaled V' too. Only Aqk and V' of the output's
+// Aqk V' and the inverse T (shared by W and U, so it only scales V') are rounded once. Measured
+// on long-memory cases: state errors from 1.4e-3 to 2.9e-3 with single-rounded operands.
 #include "cuda_common.cuh"
 #include "cuda_mma.cuh"
 
@@ -48,8 +54,9 @@ struct ck_dims {
     // shared-memory byte offsets
     int p_k, p_q, p_v, p_a, p_t, p_x, p_g, p_b, prep_bytes;
     int s_w, s_q, s_k, s_u, s_aq, s_vn, s_s, state_bytes;
-    // chunk_state_tc (16-bit types): two stages of W, Q', K', U, Aqk; V'; two bf16/f16 copies of S
-    int t_w, t_wl, t_q, t_k, t_u, t_a, t_stage, t_vn, t_sb, tc_bytes;
+    // chunk_state_tc (16-bit types): two stages of W (hi, lo), Q, K, U, Aqk; V'; the update's
+    // scaled V' (hi, lo); two 16-bit copies of S (hi, lo)
+    int t_w, t_wl, t_q, t_k, t_u, t_a, t_stage, t_vn, t_vk, t_sb, tc_bytes;
     // chunk_prep_tc (16-bit types): q, k, v tiles; f32 A, T and block-row scratch (row stride
     // ldf, even so that pairs load 8 bytes at a time); per-token G, beta and their exponentials
     int ldf, r_k, r_q, r_v, r_a, r_t, r_x, r_g, r_b, r_eg, r_el, r_iq, r_ik, prep_tc_bytes;
@@ -71,6 +78,8 @@ struct ck_args {
     float *maps;                // [nslots, HV, KP, KP + VP] f32: a segment's [M | N]
     float *gl;                  // [nc, HV] exp(G_last)
     float *eg;                  // [nc, HV, 64] scale exp(G_i) (16-bit path: Q is stored unscaled)
+    float *ek;                  // [nc, HV, 64] 16-bit path: exp(G_last - G_i) / ||k_i|| (Kd holds
+                                // k as it came; the factor scales V' in the state update)
     void *W, *Qd, *Kd;          // [nc, HV, 64, KP]
     void *Wl;                   // [nc, HV, 64, KP] 16-bit path: W's lo part (W is W + Wl)
     void *U;                    // [nc, HV, 64, VP]; f32 on the 16-bit path too
@@ -114,6 +123,7 @@ ck_dims dims_for(int64_t K, int64_t V, int es)
     d.t_stage = at;
     at = 2 * d.t_stage;
     d.t_vn = take(kC * d.ldu * es);
+    d.t_vk = take(2 * kC * d.ldu * es);
     d.t_sb = take(2 * d.KP * d.ldu * es);
     d.tc_bytes = at;
     at = 0;
@@ -609,6 +619,15 @@ __device__ __forceinline__ void store_pair(E *dst, float x, float y)
     dst[1] = from_f32<E>(y);
 }
 
+// x, y as hi (at hi) and lo (at lo) 16-bit parts: x = hi + lo to about 2^-16 of x.
+template <class E>
+__device__ __forceinline__ void store_pair_split(E *hi, E *lo, float x, float y)
+{
+    const float xh = to_f32(from_f32<E>(x)), yh = to_f32(from_f32<E>(y));
+    store_pair(hi, xh, yh);
+    store_pair(lo, x - xh, y - yh);
+}
+
 // Row `off` of a 16-bit tensor into dst (n valid elements, zero to np): 16-byte loads when the
 // row is aligned, one element at a time otherwise. One warp.
 template <class E>
@@ -864,22 +883,29 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
     }
     __syncthreads();
     unit_lower_inverse_tc(Am, Tm, Xs, d.ldf);
-    { // Q (as it came; its factor scale e^G / ||q|| goes to eg) and K' to the workspace; K and V
-      // scaled in place into W's and U's right operands
+    // W's and U's right operands diag(beta e^G / ||k||) K and diag(beta) V as hi + lo 16-bit parts:
+    // hi in place of K and V, lo in Q's place (once Q is out) and in A's (the inverse is made).
+    E *Kl = Qs, *Vl = reinterpret_cast<E *>(Am);
+    { // Q and K as they came to the workspace (their factors scale e^G / ||q|| and
+      // e^(G_last - G) / ||k|| go to eg and ek); K and V scaled into W's and U's right operands
         E *qd = static_cast<E *>(p.Qd) + ch * kC * KP, *kd = static_cast<E *>(p.Kd) + ch * kC * KP;
         for (int i = warp; i < kC; i += kPrepThreads / 32) {
             const float fk = El[i] * Ik[i], fb = Bs[i] * Eg[i] * Ik[i], fv = Bs[i];
-            if (lane == 0)
+            if (lane == 0) {
                 p.eg[ch * kC + i] = p.scale * Eg[i] * Iq[i];
+                p.ek[ch * kC + i] = fk;
+            }
             for (int x = 2 * lane; x < KP; x += 64) {
                 const float q0 = to_f32(Qs[i * d.ldk + x]), q1 = to_f32(Qs[i * d.ldk + x + 1]);
                 const float k0 = to_f32(Ks[i * d.ldk + x]), k1 = to_f32(Ks[i * d.ldk + x + 1]);
                 store_pair_global(qd + i * KP + x, q0, q1);
-                store_pair_global(kd + i * KP + x, fk * k0, fk * k1);
-                store_pair(Ks + i * d.ldk + x, fb * k0, fb * k1);
+                store_pair_global(kd + i * KP + x, k0, k1);
+                store_pair_split(Ks + i * d.ldk + x, Kl + i * d.ldk + x, fb * k0, fb * k1);
             }
-            for (int x = lane; x < VP; x += 32)
-                Vs[i * d.ldv + x] = from_f32<E>(fv * to_f32(Vs[i * d.ldv + x]));
+            for (int x = 2 * lane; x < VP; x += 64) {
+                const int at = i * d.ldv + x;
+                store_pair_split(Vs + at, Vl + at, fv * to_f32(Vs[at]), fv * to_f32(Vs[at + 1]));
+            }
         }
         if (tid == 0)
             p.gl[ch] = expf(Gs[kC - 1]);
@@ -887,8 +913,9 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
     __syncthreads();
     { // W = T (diag(beta e^G) K), U = T (diag(beta) V): warp w rows 16 (w % 4), half the columns.
       // With long memory the state pass's V' = U - W S is a small difference of large terms, so
-      // U stays f32 and W goes out as hi + lo 16-bit parts: the cancellation happens in f32.
-      // (T's own 16-bit rounding is shared by U and W, so it scales V' and is harmless.)
+      // U stays f32 and W goes out as hi + lo 16-bit parts, and the right operands enter as
+      // hi + lo too: the cancellation happens in f32. (T's own 16-bit rounding is shared by U
+      // and W, so it scales V' = T (beta v - beta e^G k S) and is harmless.)
         const int m0 = 16 * (warp & 3), half = warp >> 2;
         E *w = static_cast<E *>(p.W) + ch * kC * KP, *wl = static_cast<E *>(p.Wl) + ch * kC * KP;
         float *u = static_cast<float *>(p.U) + ch * kC * VP;
@@ -898,13 +925,15 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
             frag_a_f32<P>(ta[ks], Tm, d.ldf, m0, 16 * ks);
         for (int n0 = half * 16; n0 < KP + VP; n0 += 32) {
             const bool isw = n0 < KP;
-            const E *B = isw ? Ks : Vs;
+            const E *B = isw ? Ks : Vs, *Bl = isw ? Kl : Vl;
             const int ldb = isw ? d.ldk : d.ldv, nb = isw ? n0 : n0 - KP;
             float acc[2][4];
             acc_zero(acc);
 #pragma unroll
             for (int ks = 0; ks < 4; ks++) {
                 frag_b2(fb, B, ldb, 16 * ks, nb);
+                mma2<P>(acc[0], acc[1], ta[ks], fb);
+                frag_b2(fb, Bl, ldb, 16 * ks, nb);
                 mma2<P>(acc[0], acc[1], ta[ks], fb);
             }
 #pragma unroll
@@ -1010,10 +1039,7 @@ __device__ __forceinline__ void store_state_split(E *Sh, E *Sl, int ld, const fl
 #pragma unroll
         for (int e = 0; e < 4; e += 2) {
             const int at = (16 * warp + acc_row(e)) * ld + acc_col(jt, e);
-            const float x = S[jt][e], y = S[jt][e + 1];
-            const float xh = to_f32(from_f32<E>(x)), yh = to_f32(from_f32<E>(y));
-            store_pair(Sh + at, xh, yh);
-            store_pair(Sl + at, x - xh, y - yh);
+            store_pair_split(Sh + at, Sl + at, S[jt][e], S[jt][e + 1]);
         }
 }
 
@@ -1089,6 +1115,9 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
     extern __shared__ __align__(16) unsigned char smem[];
     const ck_dims &d = p.d;
     E *Vn = reinterpret_cast<E *>(smem + d.t_vn);
+    // diag(e^(G_last - G) / ||k||) V' as hi + lo: the state update's right operand, whose single
+    // rounding would land in the state every chunk (with long memory, ~1e-3 of it)
+    E *const Vkh = reinterpret_cast<E *>(smem + d.t_vk), *const Vkl = Vkh + kC * d.ldu;
     // S as two 16-bit tiles, Sh + Sl = S to about 16 bits, the right operand of W S and Q S
     E *const Sh = reinterpret_cast<E *>(smem + d.t_sb), *const Sl = Sh + KP * d.ldu;
     const gdn_delta_rule_args &a = p.a;
@@ -1154,6 +1183,8 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
         const float decay = p.gl[ch];
         unsigned fa[4], fb[4];
         { // V' = U - W S, W and S as hi + lo (all but lo x lo)
+            const float *ek = p.ek + ch * kC + 16 * mt + acc_row(0);
+            const float ek0 = ek[0], ek8 = ek[8]; // the update's factor for this thread's rows
             float acc[2][4];
             acc_zero(acc);
             for (int k0 = 0; k0 < KP; k0 += 16) {
@@ -1172,7 +1203,10 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
                     const int r = 16 * mt + acc_row(e), c = 16 * nh + acc_col(jt, e);
                     const float u0 = m_cols ? 0.0f : Us[r * (kVT + 4) + c];
                     const float u1 = m_cols ? 0.0f : Us[r * (kVT + 4) + c + 1];
-                    store_pair(Vn + r * d.ldu + c, u0 - acc[jt][e], u1 - acc[jt][e + 1]);
+                    const float x = u0 - acc[jt][e], y = u1 - acc[jt][e + 1];
+                    const float f = e == 0 ? ek0 : ek8;
+                    store_pair(Vn + r * d.ldu + c, x, y);
+                    store_pair_split(Vkh + r * d.ldu + c, Vkl + r * d.ldu + c, f * x, f * y);
                 }
         }
         __syncthreads(); // V' complete
@@ -1201,7 +1235,7 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
             }
             store_out_tile(a.out, s.row, tok0, hv, 16 * mt, len, v0 + 16 * nh, (int)p.V, acc);
         }
-        if (owns) { // S <- decay S + K'^T V', and its 16-bit copy for the next chunk
+        if (owns) { // S <- decay S + K^T diag(ek) V', and its 16-bit copy for the next chunk
 #pragma unroll
             for (int jt = 0; jt < 4; jt++)
 #pragma unroll
@@ -1210,9 +1244,13 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
 #pragma unroll
             for (int k0 = 0; k0 < kC; k0 += 16) {
                 frag_a_trans(fa, Ks, d.ldk, 16 * warp, k0);
-                frag_b2(fb, Vn, d.ldu, k0, 0);
+                frag_b2(fb, Vkh, d.ldu, k0, 0);
                 mma2<P>(S[0], S[1], fa, fb);
-                frag_b2(fb, Vn, d.ldu, k0, 16);
+                frag_b2(fb, Vkh, d.ldu, k0, 16);
+                mma2<P>(S[2], S[3], fa, fb);
+                frag_b2(fb, Vkl, d.ldu, k0, 0);
+                mma2<P>(S[0], S[1], fa, fb);
+                frag_b2(fb, Vkl, d.ldu, k0, 16);
                 mma2<P>(S[2], S[3], fa, fb);
             }
         }
@@ -1297,7 +1335,7 @@ int64_t segment_slots(const gdn_delta_rule_problem *p, int64_t segc)
 }
 
 struct ws_layout {
-    size_t off, gl, eg, W, Wl, Qd, Kd, U, Aq, seg_off, maps, total;
+    size_t off, gl, eg, ek, W, Wl, Qd, Kd, U, Aq, seg_off, maps, total;
     int64_t segc, nslots;
 };
 
@@ -1312,6 +1350,7 @@ ws_layout workspace_layout(const gdn_delta_rule_problem *p)
     w.off = take((size_t)(p->seqs.count + 1) * sizeof(int64_t));
     w.gl = take(nch * sizeof(float));
     w.eg = take(nch * kC * sizeof(float));
+    w.ek = take(es == 2 ? nch * kC * sizeof(float) : 0);
     w.W = take(nch * kC * d.KP * es);
     w.Wl = take(es == 2 ? nch * kC * d.KP * es : 0);
     w.Qd = take(nch * kC * d.KP * es);
@@ -1431,6 +1470,7 @@ extern "C" gdn_status cuda_delta_rule_chunked(gdn_context *ctx, const gdn_delta_
     k.chunk_off = reinterpret_cast<int64_t *>(base + w.off);
     k.gl = reinterpret_cast<float *>(base + w.gl);
     k.eg = reinterpret_cast<float *>(base + w.eg);
+    k.ek = reinterpret_cast<float *>(base + w.ek);
     k.W = base + w.W, k.Wl = base + w.Wl, k.Qd = base + w.Qd, k.Kd = base + w.Kd, k.U = base + w.U, k.Aq = base + w.Aq;
     k.segc = w.segc, k.nslots = w.nslots;
     k.seg_off = reinterpret_cast<int64_t *>(base + w.seg_off);
