@@ -137,23 +137,12 @@ static void test_levels(rng *r)
  * the state here, a fifth of its general bar (outputs keep 5e-3: P V' rounds V' once). */
 static void test_long_memory(rng *r)
 {
-    static const int64_t lens[] = {0, 1, 37, 300, 5, 0, 290};
     gdn_context *ctx = cpu_context(GDN_ISA_AUTO, 3);
     if (!ctx)
         return;
     const bool amx = gdn_context_cpu_isa(ctx) == GDN_ISA_AMX;
     for (int i = 0; i < 4; i++) {
-        delta_config f = delta_config_default();
-        f.pool = true;
-        delta_config_random_options(&f, r);
-        f.predictable = true;
-        f.H = 1, f.HV = 2, f.K = f.V = 32;
-        if (i == 0)
-            f.T = 2000;
-        else if (i == 1)
-            f.nseq = 7, f.lens = lens;
-        else
-            f.T = 700, f.K = f.V = 128, f.HV = 1;
+        delta_config f = delta_config_long_memory(i, r);
         if (amx)
             f.dtype = GDN_BF16;
         delta_case c;

@@ -202,19 +202,8 @@ static void test_chunked_split(rng *r)
  * segments. */
 static void test_long_memory(rng *r)
 {
-    static const int64_t lens[] = {0, 1, 37, 300, 5, 0, 290};
     for (int i = 0; i < 6; i++) {
-        delta_config f = delta_config_default();
-        f.pool = true;
-        delta_config_random_options(&f, r);
-        f.predictable = true;
-        f.H = 1, f.HV = 2, f.K = f.V = 32;
-        if (i % 3 == 0)
-            f.T = 2000;
-        else if (i % 3 == 1)
-            f.nseq = 7, f.lens = lens;
-        else
-            f.T = 700, f.K = f.V = 128, f.HV = 1;
+        delta_config f = delta_config_long_memory(i, r);
         f.dtype = i < 3 ? GDN_BF16 : (gdn_dtype[]){GDN_F32, GDN_F16}[rng_int(r, 0, 1)];
         const bool f32 = f.dtype == GDN_F32;
         const double tol = f32 ? 1e-5 : 5e-3, state_tol = f32 ? 1e-5 : 1e-3;

@@ -36,6 +36,23 @@ void delta_config_random_options(delta_config *f, rng *r)
     f->fresh_starts = f->pool && rng_int(r, 0, 1);
 }
 
+delta_config delta_config_long_memory(int i, rng *r)
+{
+    static const int64_t lens[] = {0, 1, 37, 300, 5, 0, 290};
+    delta_config f = delta_config_default();
+    f.pool = true;
+    delta_config_random_options(&f, r);
+    f.predictable = true;
+    f.H = 1, f.HV = 2, f.K = f.V = 32;
+    if (i % 3 == 0)
+        f.T = 2000;
+    else if (i % 3 == 1)
+        f.nseq = 7, f.lens = lens;
+    else
+        f.T = 700, f.K = f.V = 128, f.HV = 1;
+    return f;
+}
+
 static gdn_tensor alloc4(gdn_dtype dt, int64_t a, int64_t b, int64_t c, int64_t d)
 {
     int64_t s[4] = {a, b, c, d};

@@ -32,6 +32,10 @@ typedef struct delta_config {
 
 /* Defaults: one sequence of 16 tokens, H = HV = 1, K = V = 16, f32 everywhere, no pool. */
 delta_config delta_config_default(void);
+/* Long-memory case i (predictable values, options drawn at random, a pool): i % 3 picks one
+ * sequence of 2000 tokens at K = V = 32 (H = 1, HV = 2), seven varlen sequences of 0 to 300
+ * tokens (empty and one-token ones among them) at the same sizes, or 700 tokens at K = V = 128. */
+delta_config delta_config_long_memory(int i, rng *r);
 /* Draws every option of f at random (dtypes, index dtype, layout, GVA, L2 norm, gating, fused
  * q/k/v, padding and fresh starts when there is a pool); shapes and f->pool are left alone. */
 void delta_config_random_options(delta_config *f, rng *r);
