@@ -15,6 +15,10 @@ if not torch.cuda.is_available():
     pytest.skip("no CUDA device", allow_module_level=True)
 
 import gdn  # noqa: E402
+from gdn._lib import BACKENDS, lib as _libgdn  # noqa: E402
+
+if not _libgdn.gdn_backend_available(BACKENDS["cuda"]):  # a CPU-only build on a GPU machine
+    pytest.skip("this libgdn has no usable CUDA backend", allow_module_level=True)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
