@@ -612,11 +612,16 @@ __global__ void __launch_bounds__(kThreads) chunk_state(const ck_args p)
 
 constexpr int kPrepThreads = 256;
 
+// x, y to dst[0], dst[1] (shared or global; dst 4-byte aligned for 16-bit types: one store).
 template <class E>
 __device__ __forceinline__ void store_pair(E *dst, float x, float y)
 {
-    dst[0] = from_f32<E>(x);
-    dst[1] = from_f32<E>(y);
+    if constexpr (sizeof(E) == 2) {
+        E v[2] = {from_f32<E>(x), from_f32<E>(y)};
+        *reinterpret_cast<unsigned *>(dst) = *reinterpret_cast<unsigned *>(v);
+    } else {
+        dst[0] = x, dst[1] = y;
+    }
 }
 
 // x, y as hi (at hi) and lo (at lo) 16-bit parts: x = hi + lo to about 2^-16 of x.
@@ -715,17 +720,6 @@ __device__ __forceinline__ void frag_a_f32(unsigned (&a)[4], const float *t, int
     a[1] = P::pack(x1.x, x1.y);
     a[2] = P::pack(x2.x, x2.y);
     a[3] = P::pack(x3.x, x3.y);
-}
-
-template <class E>
-__device__ __forceinline__ void store_pair_global(E *dst, float x, float y)
-{
-    if constexpr (sizeof(E) == 2) {
-        E v[2] = {from_f32<E>(x), from_f32<E>(y)};
-        *reinterpret_cast<unsigned *>(dst) = *reinterpret_cast<unsigned *>(v);
-    } else {
-        dst[0] = x, dst[1] = y;
-    }
 }
 
 // Tm = (I + Am)^-1, Am strictly lower 64 x 64 (f32, row stride ld). Tm is written whole.
@@ -877,7 +871,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
                     const float y =
                         cc + 1 <= r ? f * Ik[cc + 1] * acc[jt][e + 1] * __expf(Gs[r] - Gs[cc + 1])
                                     : 0.0f;
-                    store_pair_global(aq + r * kC + cc, x, y);
+                    store_pair(aq + r * kC + cc, x, y);
                 }
         }
     }
@@ -898,8 +892,8 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
             for (int x = 2 * lane; x < KP; x += 64) {
                 const float q0 = to_f32(Qs[i * d.ldk + x]), q1 = to_f32(Qs[i * d.ldk + x + 1]);
                 const float k0 = to_f32(Ks[i * d.ldk + x]), k1 = to_f32(Ks[i * d.ldk + x + 1]);
-                store_pair_global(qd + i * KP + x, q0, q1);
-                store_pair_global(kd + i * KP + x, k0, k1);
+                store_pair(qd + i * KP + x, q0, q1);
+                store_pair(kd + i * KP + x, k0, k1);
                 store_pair_split(Ks + i * d.ldk + x, Kl + i * d.ldk + x, fb * k0, fb * k1);
             }
             for (int x = 2 * lane; x < VP; x += 64) {
@@ -943,11 +937,9 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
                     const float x = acc[jt][e], y = acc[jt][e + 1];
                     if (isw) {
                         const int at = (m0 + acc_row(e)) * KP + nb + acc_col(jt, e);
-                        const float xh = to_f32(from_f32<E>(x)), yh = to_f32(from_f32<E>(y));
-                        store_pair_global(w + at, xh, yh);
-                        store_pair_global(wl + at, x - xh, y - yh);
+                        store_pair_split(w + at, wl + at, x, y);
                     } else {
-                        store_pair_global(u + (m0 + acc_row(e)) * VP + nb + acc_col(jt, e), x, y);
+                        store_pair(u + (m0 + acc_row(e)) * VP + nb + acc_col(jt, e), x, y);
                     }
                 }
         }
@@ -983,7 +975,7 @@ __device__ __forceinline__ void store_out_tile(const gdn_tensor &out, int64_t ro
             const float x = acc[jt][2 * h], y = acc[jt][2 * h + 1];
             __nv_bfloat16 *pair = static_cast<__nv_bfloat16 *>(out.data) + base + v;
             if (out.dtype == GDN_BF16 && v + 1 < V && reinterpret_cast<uintptr_t>(pair) % 4 == 0)
-                store_pair_global(pair, x, y);
+                store_pair(pair, x, y);
             else {
                 if (v < V)
                     st(out, base + v, x);
