@@ -60,31 +60,39 @@ typedef struct cpu_chunk_geom {
     int64_t C, K, V;        /* chunk length, key and value dims */
     int64_t Cp, Kp, Vp;     /* the same, padded */
     float scale;
+    bool l2norm;            /* the call asks for q, k L2 norm (bf16_qk kernels apply it) */
 } cpu_chunk_geom;
 
-/* A chunk's inputs, filled by the driver (rows >= L zero, beta 0, G held at G[L-1]) and then
- * worked in place by the prep kernel. */
+/* What a chunk's queries and keys give, shared by the value heads of one key head (GVA): the
+ * driver fills Q, K, iq, ik (rows >= L zero), prep_keys the rest. */
+typedef struct cpu_chunk_keys {
+    float *Q, *K;           /* [Cp, Kp] queries and keys as f32, normalised when the call asks.
+                             * bf16_qk kernels: the bf16 inputs as they came, [Cp, Kp] uint16
+                             * rows in these areas */
+    float *iq, *ik;         /* [Cp] bf16_qk kernels: 1/||q_i||, 1/||k_i|| when the call
+                             * normalises (1 otherwise), set by prep_keys */
+    float *QK, *KK;         /* [Cp, Cp] q_i.k_j and k_i.k_j of the normalised rows */
+    float *KT;              /* [Kp, Cp] K^T (AMX: as bf16 rows) */
+} cpu_chunk_keys;
+
+/* One value head's share of a chunk, filled by the driver (rows >= L zero, beta 0, G held at
+ * G[L-1]) and then worked in place by the prep kernel. */
 typedef struct cpu_chunk_inputs {
-    float *Kc;              /* [Cp, Kp] keys, normalised when asked unless the kernels take raw
-                             * q, k (f32 kernels: -> -beta e^G k) */
     float *Vc;              /* [Cp, Vp] values (f32 kernels: -> beta v) */
-    float *A;               /* [Cp, Cp] scratch: K K^T -> strictly lower
-                             * beta_i k_i.k_j e^(G_i - G_j) */
+    float *A;               /* [Cp, Cp] scratch: strictly lower beta_i k_i.k_j e^(G_i - G_j) */
     float *Tinv;            /* [Cp, Cp] scratch: (I + A)^-1 */
     float *G, *beta;        /* [Cp] cumulative log-decay within the chunk, write strength */
-    float *iq, *ik;         /* [Cp] 1/||q_i||, 1/||k_i|| when the kernels take raw q, k and the
-                             * call normalises them; 1 otherwise */
 } cpu_chunk_inputs;
 
-/* What the state pass needs from a chunk; Q arrives holding the queries. The f32 kernels' use of
- * each area is given first; the AMX kernels' (cpu_chunked_amx.c) after "AMX:". */
+/* What the state pass needs from a chunk and value head, beside its keys. The f32 kernels' use
+ * of each area is given first; the AMX kernels' (cpu_chunked_amx.c) after "AMX:". */
 typedef struct cpu_chunk_record {
-    float *W;               /* [Cp, Kp] -(I + A)^-1 diag(beta e^G) K.  AMX: the keys as bf16 */
+    float *W;               /* [Cp, Kp] -(I + A)^-1 diag(beta e^G) K.  AMX: unused */
     float *U;               /* [Cp, Vp] (I + A)^-1 diag(beta) V; the state pass turns it into
                              * V' = U - W S in place.  AMX: diag(beta) V, then V' */
-    float *Q;               /* [Cp, Kp] queries -> scale e^G_i q_i.  AMX: the queries as bf16 */
-    float *KT;              /* [Kp, Cp] K^T with column m scaled by e^(G_last - G_m).  AMX: K^T
-                             * as bf16, unscaled */
+    float *Q;               /* [Cp, Kp] scale e^G_i q_i.  AMX: unused */
+    float *KT;              /* [Kp, Cp] K^T with column m scaled by e^(G_last - G_m).  AMX:
+                             * unused */
     float *P;               /* [Cp, Cp] lower scale q_i.k_j e^(G_i - G_j), j <= i (AMX: bf16) */
     float *T;               /* [Cp, Cp] AMX only: (I + A)^-1 as hi and lo bf16 parts */
     float *rows;            /* [3 Cp] AMX only: per-row factors (see amx_prep) */
@@ -93,16 +101,25 @@ typedef struct cpu_chunk_record {
 
 typedef struct cpu_chunk_kernels {
     int64_t pad;            /* every padded size is a multiple of this */
-    bool raw_qk;            /* takes q, k unnormalised, with their inverse norms in iq, ik */
+    bool bf16_qk;           /* takes q, k as their bf16 input rows (it is only given bf16
+                             * inputs) and applies their L2 norm itself, as factors on f32
+                             * results (a normalised row rounded again would cost q.k and k.k
+                             * up to 2^-9 |q||k|) */
+    /* cpu_load_f32 and cpu_store_f32 compiled for the level (the driver's own build is the
+     * baseline ISA, and bf16 rows convert 4 lanes at a time there) */
+    void (*load_row)(const gdn_tensor *t, int64_t off, int64_t n, float *dst);
+    void (*store_row)(const gdn_tensor *t, int64_t off, int64_t n, const float *src);
     /* floats of per-call scratch the kernels need (each worker has its own) */
     size_t (*scratch_floats)(const cpu_chunk_geom *g);
-    /* in -> rec: everything that does not depend on the state */
-    void (*prep)(const cpu_chunk_geom *g, cpu_chunk_inputs *in, cpu_chunk_record *rec,
-                 float *scratch);
+    /* keys: the products of the chunk's q and k, once per key head */
+    void (*prep_keys)(const cpu_chunk_geom *g, cpu_chunk_keys *keys, float *scratch);
+    /* keys, in -> rec: everything of one value head that does not depend on the state */
+    void (*prep)(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_chunk_inputs *in,
+                 cpu_chunk_record *rec, float *scratch);
     /* Columns [c0, c0 + nc) of the state S [Kp, Vp] (c0, nc multiples of pad): V' = U - W S,
      * O = Q S + P V' into O [Cp, Vp], S = decay S + KT V'. */
-    void (*state)(const cpu_chunk_geom *g, cpu_chunk_record *rec, float *S, int64_t c0,
-                  int64_t nc, float *O, float *scratch);
+    void (*state)(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_chunk_record *rec,
+                  float *S, int64_t c0, int64_t nc, float *O, float *scratch);
 } cpu_chunk_kernels;
 
 extern const cpu_chunk_kernels cpu_chunk_scalar, cpu_chunk_avx2, cpu_chunk_avx512;

@@ -1,13 +1,17 @@
 /* The chunked WY form on the cpu backend: this file loads chunks, owns the buffers and splits the
  * work over the pool; cpu_chunked_<isa>.c (cpu_chunked_impl.h) do the arithmetic.
  *
- * Two schedules. With at least as many (sequence, value head) tasks as threads, each task runs
- * its chunks one after another, preparing each and passing the state through it while its
- * buffers are still in cache ("fused"). With fewer tasks (few heads, long sequences) that would
- * leave threads idle, so windows of chunks run in two phases ("split"): the preparation, which
- * does not depend on the state, in parallel over (task, chunk); then the state pass, sequential
- * over chunks but in parallel over (task, column block of the state): every column of S, V' and
- * O depends on the same columns only. */
+ * The value heads of one key head (GVA) share their chunks' queries and keys, so a "group" of
+ * them is the unit of work: prep_keys runs once per chunk for the group (K K^T, Q K^T, K^T),
+ * prep and the state pass once per value head.
+ *
+ * Two schedules. With enough groups for the threads, each group runs its chunks one after
+ * another, preparing each and passing its heads' states through it while the buffers are still
+ * in cache ("fused"). With fewer (few heads, long sequences) that would leave threads idle, so
+ * windows of chunks run in two phases ("split"): the preparation, which does not depend on the
+ * state, in parallel over (group, chunk); then the state pass, sequential over chunks but in
+ * parallel over (value head, column block of the state): every column of S, V' and O depends
+ * on the same columns only. */
 #include "cpu.h"
 
 #include <math.h>
@@ -48,13 +52,19 @@ static cpu_chunk_geom geom_of(const cpu_chunk_kernels *k, const gdn_delta_rule_p
     g.C = chunk_len(k, p), g.K = p->K, g.V = p->V;
     g.Cp = round_up(g.C, k->pad), g.Kp = round_up(g.K, k->pad), g.Vp = round_up(g.V, k->pad);
     g.scale = (float)p->scale;
+    g.l2norm = p->a.qk_l2norm;
     return g;
+}
+
+static size_t keys_floats(const cpu_chunk_geom *g)
+{
+    return 2 * floats(g->Cp * g->Kp) + 2 * floats(g->Cp) + 2 * floats(g->Cp * g->Cp) +
+           floats(g->Kp * g->Cp);
 }
 
 static size_t inputs_floats(const cpu_chunk_geom *g)
 {
-    return floats(g->Cp * g->Kp) + floats(g->Cp * g->Vp) + 2 * floats(g->Cp * g->Cp) +
-           4 * floats(g->Cp);
+    return floats(g->Cp * g->Vp) + 2 * floats(g->Cp * g->Cp) + 2 * floats(g->Cp);
 }
 
 static size_t record_floats(const cpu_chunk_geom *g)
@@ -77,17 +87,27 @@ static float *carve(float **cursor, int64_t n)
     return p;
 }
 
+static cpu_chunk_keys carve_keys(float **cur, const cpu_chunk_geom *g)
+{
+    cpu_chunk_keys k;
+    k.Q = carve(cur, g->Cp * g->Kp);
+    k.K = carve(cur, g->Cp * g->Kp);
+    k.iq = carve(cur, g->Cp);
+    k.ik = carve(cur, g->Cp);
+    k.QK = carve(cur, g->Cp * g->Cp);
+    k.KK = carve(cur, g->Cp * g->Cp);
+    k.KT = carve(cur, g->Kp * g->Cp);
+    return k;
+}
+
 static cpu_chunk_inputs carve_inputs(float **cur, const cpu_chunk_geom *g)
 {
     cpu_chunk_inputs in;
-    in.Kc = carve(cur, g->Cp * g->Kp);
     in.Vc = carve(cur, g->Cp * g->Vp);
     in.A = carve(cur, g->Cp * g->Cp);
     in.Tinv = carve(cur, g->Cp * g->Cp);
     in.G = carve(cur, g->Cp);
     in.beta = carve(cur, g->Cp);
-    in.iq = carve(cur, g->Cp);
-    in.ik = carve(cur, g->Cp);
     return in;
 }
 
@@ -111,13 +131,17 @@ typedef struct chunk_job {
     const gdn_delta_rule_problem *p;
     const cpu_chunk_kernels *k;
     cpu_chunk_geom g;
-    int64_t tasks;          /* N * HV */
+    int64_t per;            /* value heads per group: the key head's ratio, or 1 */
+    int64_t groups;         /* N * HV / per */
+    int64_t tasks;          /* N * HV: (sequence, value head) */
     bool split;
-    int64_t window;         /* split: chunks per task and window; the window's first chunk */
+    int64_t window;         /* split: chunks per window; the window's first chunk */
     int64_t first;
-    float *workers;         /* per worker: inputs, O, kernel scratch (+ record, state: fused) */
+    float *workers;         /* per worker: inputs, O, kernel scratch (split); inputs, kernel
+                             * scratch, keys, record, per outputs O and states (fused) */
     size_t per_worker;
     float *states;          /* split: one state per task */
+    float *keys;            /* split: window keys per group */
     float *records;         /* split: window records per task */
 } chunk_job;
 
@@ -127,19 +151,37 @@ typedef struct seq_head {
     bool init, skip;
 } seq_head;
 
-static seq_head seq_head_of(const chunk_job *j, int64_t task)
+static seq_head seq_head_of(const chunk_job *j, int64_t n, int64_t hv)
 {
     const gdn_delta_rule_problem *p = j->p;
     seq_head s;
-    const int64_t n = task / p->HV;
-    s.hv = task % p->HV;
-    s.kh = p->a.gva == GDN_GVA_BLOCK ? s.hv / p->ratio : s.hv % p->H;
+    s.hv = hv;
+    s.kh = p->a.gva == GDN_GVA_BLOCK ? hv / p->ratio : hv % p->H;
     s.slot = p->has_state ? gdn_seq_slot(&p->seqs, n) : -1;
     s.skip = p->has_state && s.slot < 0; /* padding: nothing is read or written */
     s.init = p->has_state && !s.skip && gdn_seq_has_init(&p->seqs, n);
     gdn_seq_span(&p->seqs, n, &s.row, &s.t0, &s.len);
     s.chunks = (s.len + j->g.C - 1) / j->g.C;
     return s;
+}
+
+/* Groups: per sequence, the key heads in order, each cut into ratio / per groups of `per` value
+ * heads. Value head r of group `grp`, and the group and position of value head hv: */
+static int64_t group_head(const chunk_job *j, int64_t grp, int64_t r)
+{
+    const gdn_delta_rule_problem *p = j->p;
+    const int64_t in_seq = grp % (p->HV / j->per), subs = p->ratio / j->per;
+    const int64_t kh = in_seq / subs, m = in_seq % subs * j->per + r; /* m-th head of kh */
+    return p->a.gva == GDN_GVA_BLOCK ? kh * p->ratio + m : kh + m * p->H;
+}
+
+static int64_t task_group(const chunk_job *j, int64_t task)
+{
+    const gdn_delta_rule_problem *p = j->p;
+    const int64_t n = task / p->HV, hv = task % p->HV;
+    const int64_t kh = p->a.gva == GDN_GVA_BLOCK ? hv / p->ratio : hv % p->H;
+    const int64_t m = p->a.gva == GDN_GVA_BLOCK ? hv % p->ratio : hv / p->H;
+    return n * (p->HV / j->per) + kh * (p->ratio / j->per) + m / j->per;
 }
 
 static int64_t state_offset(const gdn_delta_rule_problem *p, const seq_head *s, int64_t i,
@@ -191,6 +233,7 @@ static int64_t token_offset(const gdn_tensor *t, int64_t row, int64_t tok, int64
     return row * t->stride[0] + tok * t->stride[1] + head * t->stride[2];
 }
 
+/* 1 / sqrt(||x||^2 + eps), accumulated in double */
 static float inverse_norm(const float *x, int64_t n)
 {
     double s4[4] = {0.0, 0.0, 0.0, 0.0}; /* four chains: one would wait on each add's latency */
@@ -204,89 +247,88 @@ static float inverse_norm(const float *x, int64_t n)
     return (float)(1.0 / sqrt(ss + (double)GDN_L2NORM_EPS));
 }
 
-/* The L2 norm the call asks for: into *inv for kernels that take raw q, k (a bf16 row scaled
- * by it would be rounded again, and q.k, k.k and k.S cancel), else applied to x in place. */
-static void l2_norm_row(const cpu_chunk_kernels *k, float *x, int64_t n, float *inv)
-{
-    const float r = inverse_norm(x, n);
-    if (k->raw_qk) {
-        *inv = r;
-        return;
-    }
-    for (int64_t i = 0; i < n; i++)
-        x[i] *= r;
-}
-
-/* Chunk c of a task into `in` and rec->Q (rows past its length zero, beta 0, G held at the last
- * token's); returns its length. */
-static int64_t load_chunk(const chunk_job *j, const seq_head *s, int64_t c, cpu_chunk_inputs *in,
-                          cpu_chunk_record *rec)
-{
-    const gdn_delta_rule_problem *p = j->p;
-    const gdn_delta_rule_args *a = &p->a;
-    const cpu_chunk_geom *g = &j->g;
-    const int64_t c0 = s->t0 + c * g->C;
-    const int64_t L = s->t0 + s->len - c0 < g->C ? s->t0 + s->len - c0 : g->C;
-    /* zero what no token fills: the padding columns of each row, and the rows past L */
-    float *bufs[3] = {rec->Q, in->Kc, in->Vc};
-    const int64_t width[3] = {p->K, p->K, p->V}, ld[3] = {g->Kp, g->Kp, g->Vp};
-    for (int b = 0; b < 3; b++) {
-        for (int64_t i = 0; i < L && width[b] < ld[b]; i++)
-            memset(bufs[b] + i * ld[b] + width[b], 0, (size_t)(ld[b] - width[b]) * sizeof(float));
-        memset(bufs[b] + L * ld[b], 0, (size_t)((g->Cp - L) * ld[b]) * sizeof(float));
-    }
-    double G = 0.0;
-    for (int64_t i = 0; i < L; i++) {
-        const int64_t t = c0 + i;
-        float *q = rec->Q + i * g->Kp, *k = in->Kc + i * g->Kp;
-        cpu_load_f32(&a->q, token_offset(&a->q, s->row, t, s->kh), p->K, q);
-        cpu_load_f32(&a->k, token_offset(&a->k, s->row, t, s->kh), p->K, k);
-        cpu_load_f32(&a->v, token_offset(&a->v, s->row, t, s->hv), p->V, in->Vc + i * g->Vp);
-        in->iq[i] = in->ik[i] = 1.0f;
-        if (a->qk_l2norm) {
-            l2_norm_row(j->k, q, p->K, &in->iq[i]);
-            l2_norm_row(j->k, k, p->K, &in->ik[i]);
-        }
-        double gt, bt;
-        cpu_token_gates(p, s->row, t, s->hv, &gt, &bt);
-        G += gt;
-        in->G[i] = (float)G;
-        in->beta[i] = (float)bt;
-    }
-    for (int64_t i = L; i < g->Cp; i++) {
-        in->G[i] = (float)G;
-        in->beta[i] = 0.0f;
-        in->iq[i] = in->ik[i] = 1.0f;
-    }
-    return L;
-}
-
 static int64_t chunk_length(const chunk_job *j, const seq_head *s, int64_t c)
 {
     const int64_t left = s->len - c * j->g.C;
     return left < j->g.C ? left : j->g.C;
 }
 
-/* Asks for chunk c's q, k and v rows to be brought into cache while the previous chunk computes:
- * each (token, head) row is its own short run of memory, too short for the hardware prefetcher
- * to follow from one token to the next. Into L2: rows a few KiB apart share L1 sets, and L1
- * holds the working set. (Prefetching the output rows for writing as well measured slower.) */
-static void prefetch_chunk(const chunk_job *j, const seq_head *s, int64_t c)
+/* Rows 0..L-1 of one row-major buffer [Cp, ld] of `esize`-byte elements from `width`-element
+ * rows; zero what no token fills (the padding columns of each row and the rows past L). */
+static void load_rows(const chunk_job *j, const gdn_tensor *t, const seq_head *s, int64_t c,
+                      int64_t L, int64_t head, int64_t width, int64_t ld, void *dst, bool raw)
+{
+    const size_t esize = raw ? gdn_dtype_size(t->dtype) : sizeof(float);
+    const int64_t c0 = s->t0 + c * j->g.C;
+    char *d = dst;
+    for (int64_t i = 0; i < L; i++) {
+        char *row = d + (size_t)(i * ld) * esize;
+        const int64_t off = token_offset(t, s->row, c0 + i, head);
+        if (raw)
+            memcpy(row, (const char *)t->data + (size_t)off * esize, (size_t)width * esize);
+        else
+            j->k->load_row(t, off, width, (float *)row);
+        memset(row + (size_t)width * esize, 0, (size_t)(ld - width) * esize);
+    }
+    memset(d + (size_t)(L * ld) * esize, 0, (size_t)((j->g.Cp - L) * ld) * esize);
+}
+
+/* Chunk c's queries and keys into `keys` (bf16_qk kernels: the input rows; else f32, normalised
+ * when the call asks); returns its length. */
+static int64_t load_keys(const chunk_job *j, const seq_head *s, int64_t c, cpu_chunk_keys *keys)
 {
     const gdn_delta_rule_args *a = &j->p->a;
+    const int64_t L = chunk_length(j, s, c), K = j->g.K, Kp = j->g.Kp;
+    const bool raw = j->k->bf16_qk;
+    load_rows(j, &a->q, s, c, L, s->kh, K, Kp, keys->Q, raw);
+    load_rows(j, &a->k, s, c, L, s->kh, K, Kp, keys->K, raw);
+    for (int64_t i = 0; !raw && a->qk_l2norm && i < L; i++) {
+        float *q = keys->Q + i * Kp, *k = keys->K + i * Kp;
+        const float rq = inverse_norm(q, K), rk = inverse_norm(k, K);
+        for (int64_t x = 0; x < K; x++) {
+            q[x] *= rq;
+            k[x] *= rk;
+        }
+    }
+    return L;
+}
+
+/* Chunk c's values and gates of value head s->hv into `in` (rows past L zero, beta 0, G held at
+ * the last token's). */
+static void load_values(const chunk_job *j, const seq_head *s, int64_t c, cpu_chunk_inputs *in)
+{
+    const gdn_delta_rule_problem *p = j->p;
+    const int64_t L = chunk_length(j, s, c), c0 = s->t0 + c * j->g.C;
+    load_rows(j, &p->a.v, s, c, L, s->hv, p->V, j->g.Vp, in->Vc, false);
+    double G = 0.0;
+    for (int64_t i = 0; i < L; i++) {
+        double gt, bt;
+        cpu_token_gates(p, s->row, c0 + i, s->hv, &gt, &bt);
+        G += gt;
+        in->G[i] = (float)G;
+        in->beta[i] = (float)bt;
+    }
+    for (int64_t i = L; i < j->g.Cp; i++) {
+        in->G[i] = (float)G;
+        in->beta[i] = 0.0f;
+    }
+}
+
+/* Asks for rows of chunk c to be brought into cache while the previous chunk computes: each
+ * (token, head) row is its own short run of memory, too short for the hardware prefetcher to
+ * follow from one token to the next. Into L2: rows a few KiB apart share L1 sets, and L1 holds
+ * the working set. (Prefetching the output rows for writing as well measured slower.) */
+static void prefetch_rows(const chunk_job *j, const gdn_tensor *t, const seq_head *s, int64_t c,
+                          int64_t head, int64_t width)
+{
     if (c >= s->chunks)
         return;
     const int64_t c0 = s->t0 + c * j->g.C, L = chunk_length(j, s, c);
-    const gdn_tensor *rows[3] = {&a->q, &a->k, &a->v};
-    const int64_t heads[3] = {s->kh, s->kh, s->hv}, dims[3] = {j->p->K, j->p->K, j->p->V};
-    for (int x = 0; x < 3; x++) {
-        const size_t esize = gdn_dtype_size(rows[x]->dtype), bytes = (size_t)dims[x] * esize;
-        for (int64_t i = 0; i < L; i++) {
-            const char *row = (const char *)rows[x]->data +
-                              (size_t)token_offset(rows[x], s->row, c0 + i, heads[x]) * esize;
-            for (size_t b = 0; b < bytes; b += 64)
-                __builtin_prefetch(row + b, 0, 2);
-        }
+    const size_t esize = gdn_dtype_size(t->dtype), bytes = (size_t)width * esize;
+    for (int64_t i = 0; i < L; i++) {
+        const char *row = (const char *)t->data + (size_t)token_offset(t, s->row, c0 + i, head) * esize;
+        for (size_t b = 0; b < bytes; b += 64)
+            __builtin_prefetch(row + b, 0, 2);
     }
 }
 
@@ -297,36 +339,70 @@ static void store_out(const chunk_job *j, const seq_head *s, int64_t c, int64_t 
     const gdn_tensor *out = &j->p->a.out;
     const int64_t n = c0 + nc <= j->g.V ? nc : j->g.V - c0;
     for (int64_t i = 0; n > 0 && i < L; i++)
-        cpu_store_f32(out, token_offset(out, s->row, s->t0 + c * j->g.C + i, s->hv) + c0, n,
-                      O + i * j->g.Vp + c0);
+        j->k->store_row(out, token_offset(out, s->row, s->t0 + c * j->g.C + i, s->hv) + c0, n,
+                        O + i * j->g.Vp + c0);
 }
 
-static void fused_task(void *arg, int64_t task, int worker)
+/* The group's outputs of chunk c, O [per][Cp, Vp], token by token: the value heads of a key
+ * head are neighbours in the output with block GVA, and one longer run of stores per token
+ * misses less than `per` shorter ones. */
+static void store_group_out(const chunk_job *j, const seq_head *s, int64_t c, int64_t L,
+                            const float *O)
+{
+    const gdn_tensor *out = &j->p->a.out;
+    for (int64_t i = 0; i < L; i++)
+        for (int64_t r = 0; r < j->per; r++)
+            j->k->store_row(out, token_offset(out, s[r].row, s[r].t0 + c * j->g.C + i, s[r].hv),
+                            j->g.V, O + r * out_floats(&j->g) + i * j->g.Vp);
+}
+
+enum { MAX_PER = 16 }; /* fused groups of more value heads per key head run as several groups */
+
+static void fused_task(void *arg, int64_t grp, int worker)
 {
     const chunk_job *j = arg;
-    const seq_head s = seq_head_of(j, task);
-    if (s.skip)
+    const gdn_delta_rule_args *a = &j->p->a;
+    const int64_t n = grp / (j->p->HV / j->per);
+    seq_head s[MAX_PER];
+    for (int64_t r = 0; r < j->per; r++)
+        s[r] = seq_head_of(j, n, group_head(j, grp, r));
+    if (s[0].skip)
         return;
     float *cur = j->workers + (size_t)worker * j->per_worker;
     cpu_chunk_inputs in = carve_inputs(&cur, &j->g);
-    float *O = carve(&cur, j->g.Cp * j->g.Vp), *scratch = cur;
-    cur += scratch_floats(j->k, &j->g);
+    float *scratch = carve(&cur, (int64_t)scratch_floats(j->k, &j->g));
+    cpu_chunk_keys keys = carve_keys(&cur, &j->g);
     cpu_chunk_record rec = carve_record(&cur, &j->g);
-    float *S = carve(&cur, j->g.Kp * j->g.Vp);
-    state_load(j, &s, S);
-    for (int64_t c = 0; c < s.chunks; c++) {
-        const int64_t L = load_chunk(j, &s, c, &in, &rec);
-        prefetch_chunk(j, &s, c + 1);
-        j->k->prep(&j->g, &in, &rec, scratch);
-        j->k->state(&j->g, &rec, S, 0, j->g.Vp, O, scratch);
-        store_out(j, &s, c, L, O, 0, j->g.Vp);
+    float *O = cur, *S = O + (size_t)j->per * out_floats(&j->g); /* per of each */
+    for (int64_t r = 0; r < j->per; r++)
+        state_load(j, &s[r], S + r * state_floats(&j->g));
+    for (int64_t c = 0; c < s[0].chunks; c++) {
+        const int64_t L = load_keys(j, &s[0], c, &keys);
+        prefetch_rows(j, &a->q, &s[0], c + 1, s[0].kh, j->g.K);
+        prefetch_rows(j, &a->k, &s[0], c + 1, s[0].kh, j->g.K);
+        j->k->prep_keys(&j->g, &keys, scratch);
+        for (int64_t r = 0; r < j->per; r++) {
+            load_values(j, &s[r], c, &in);
+            prefetch_rows(j, &a->v, &s[r], c + 1, s[r].hv, j->g.V);
+            j->k->prep(&j->g, &keys, &in, &rec, scratch);
+            j->k->state(&j->g, &keys, &rec, S + r * state_floats(&j->g), 0, j->g.Vp,
+                        O + r * out_floats(&j->g), scratch);
+        }
+        store_group_out(j, s, c, L, O);
     }
-    state_store(j, &s, S);
+    for (int64_t r = 0; r < j->per; r++)
+        state_store(j, &s[r], S + r * state_floats(&j->g));
 }
 
 static float *task_state(const chunk_job *j, int64_t task)
 {
     return j->states + (size_t)task * state_floats(&j->g);
+}
+
+static cpu_chunk_keys window_keys(const chunk_job *j, int64_t grp, int64_t c)
+{
+    float *cur = j->keys + ((size_t)grp * j->window + (size_t)c) * keys_floats(&j->g);
+    return carve_keys(&cur, &j->g);
 }
 
 static cpu_chunk_record window_record(const chunk_job *j, int64_t task, int64_t c)
@@ -339,7 +415,7 @@ static void split_load_task(void *arg, int64_t task, int worker)
 {
     (void)worker;
     const chunk_job *j = arg;
-    const seq_head s = seq_head_of(j, task);
+    const seq_head s = seq_head_of(j, task / j->p->HV, task % j->p->HV);
     if (!s.skip)
         state_load(j, &s, task_state(j, task));
 }
@@ -348,26 +424,34 @@ static void split_store_task(void *arg, int64_t task, int worker)
 {
     (void)worker;
     const chunk_job *j = arg;
-    const seq_head s = seq_head_of(j, task);
+    const seq_head s = seq_head_of(j, task / j->p->HV, task % j->p->HV);
     if (!s.skip)
         state_store(j, &s, task_state(j, task));
 }
 
-/* Phase 1 unit: chunk first + u % window of task u / window. Its record keeps what phase 2
- * needs; the decay of a chunk past the task's end stays unused. */
+/* Phase 1 unit: chunk first + u % window of group u / window: its keys, then each value head's
+ * record, kept for phase 2 (the decay of a chunk past the sequence's end stays unused). */
 static void split_prep_task(void *arg, int64_t unit, int worker)
 {
     const chunk_job *j = arg;
-    const int64_t task = unit / j->window, c = j->first + unit % j->window;
-    const seq_head s = seq_head_of(j, task);
-    if (s.skip || c >= s.chunks)
+    const int64_t grp = unit / j->window, c = j->first + unit % j->window;
+    const int64_t n = grp / (j->p->HV / j->per);
+    const seq_head s0 = seq_head_of(j, n, group_head(j, grp, 0));
+    if (s0.skip || c >= s0.chunks)
         return;
     float *cur = j->workers + (size_t)worker * j->per_worker;
     cpu_chunk_inputs in = carve_inputs(&cur, &j->g);
     float *scratch = cur + out_floats(&j->g);
-    cpu_chunk_record rec = window_record(j, task, c - j->first);
-    load_chunk(j, &s, c, &in, &rec);
-    j->k->prep(&j->g, &in, &rec, scratch);
+    cpu_chunk_keys keys = window_keys(j, grp, c - j->first);
+    load_keys(j, &s0, c, &keys);
+    j->k->prep_keys(&j->g, &keys, scratch);
+    for (int64_t r = 0; r < j->per; r++) {
+        const int64_t hv = group_head(j, grp, r);
+        const seq_head s = seq_head_of(j, n, hv);
+        cpu_chunk_record rec = window_record(j, n * j->p->HV + hv, c - j->first);
+        load_values(j, &s, c, &in);
+        j->k->prep(&j->g, &keys, &in, &rec, scratch);
+    }
 }
 
 /* Phase 2 unit: one column block of one task's state through the window's chunks. */
@@ -376,19 +460,27 @@ static void split_state_task(void *arg, int64_t unit, int worker)
     const chunk_job *j = arg;
     const int64_t blocks = j->g.Vp / j->k->pad;
     const int64_t task = unit / blocks, c0 = unit % blocks * j->k->pad;
-    const seq_head s = seq_head_of(j, task);
+    const seq_head s = seq_head_of(j, task / j->p->HV, task % j->p->HV);
     if (s.skip)
         return;
     float *O = j->workers + (size_t)worker * j->per_worker + inputs_floats(&j->g);
     float *scratch = O + out_floats(&j->g);
     for (int64_t c = j->first; c < j->first + j->window && c < s.chunks; c++) {
+        cpu_chunk_keys keys = window_keys(j, task_group(j, task), c - j->first);
         cpu_chunk_record rec = window_record(j, task, c - j->first);
-        j->k->state(&j->g, &rec, task_state(j, task), c0, j->k->pad, O, scratch);
+        j->k->state(&j->g, &keys, &rec, task_state(j, task), c0, j->k->pad, O, scratch);
         store_out(j, &s, c, chunk_length(j, &s, c), O, c0, j->k->pad);
     }
 }
 
 /* ---- entry points ------------------------------------------------------------------------ */
+
+/* Whether `units` fused tasks keep the threads busy: whole rounds, or enough of them that a
+ * partial last round matters little. */
+static bool fused_fits(int64_t units, int64_t threads)
+{
+    return threads == 1 || (units >= threads && (units >= 4 * threads || units % threads == 0));
+}
 
 static chunk_job job_of(const cpu_backend_state *st, const gdn_delta_rule_problem *p)
 {
@@ -399,16 +491,22 @@ static chunk_job job_of(const cpu_backend_state *st, const gdn_delta_rule_proble
     j.g = geom_of(j.k, p);
     j.tasks = p->seqs.count * p->HV;
     const int64_t threads = cpu_pool_threads(st->pool);
-    /* split only when whole rounds of fused tasks would leave threads idle */
-    j.split = threads > 1 && (j.tasks < threads || (j.tasks < 4 * threads && j.tasks % threads));
+    /* the whole key head per group where that leaves no thread idle (and it is not huge);
+     * else one value head per fused task, or the split schedule sharing the keys again */
+    j.per = p->ratio <= MAX_PER ? p->ratio : 1;
+    j.split = !fused_fits(j.tasks / j.per, threads);
+    if (j.split && fused_fits(j.tasks, threads))
+        j.per = 1, j.split = false;
+    j.groups = j.tasks / j.per;
+    const size_t work = inputs_floats(&j.g) + out_floats(&j.g) + scratch_floats(j.k, &j.g);
     if (j.split) {
         const int64_t most = (p->max_len + j.g.C - 1) / j.g.C;
-        j.window = (4 * threads + j.tasks - 1) / j.tasks;
+        j.window = (4 * threads + j.groups - 1) / j.groups;
         j.window = j.window < most ? j.window : (most > 0 ? most : 1);
-        j.per_worker = inputs_floats(&j.g) + out_floats(&j.g) + scratch_floats(j.k, &j.g);
+        j.per_worker = work;
     } else {
-        j.per_worker = inputs_floats(&j.g) + out_floats(&j.g) + scratch_floats(j.k, &j.g) +
-                       record_floats(&j.g) + state_floats(&j.g);
+        j.per_worker = inputs_floats(&j.g) + scratch_floats(j.k, &j.g) + keys_floats(&j.g) +
+                       record_floats(&j.g) + (size_t)j.per * (out_floats(&j.g) + state_floats(&j.g));
     }
     return j;
 }
@@ -429,7 +527,8 @@ size_t cpu_chunked_workspace(const cpu_backend_state *s, const gdn_delta_rule_pr
     const chunk_job j = job_of(s, p);
     size_t n = (size_t)cpu_pool_threads(s->pool) * j.per_worker;
     if (j.split)
-        n += (size_t)j.tasks * (state_floats(&j.g) + (size_t)j.window * record_floats(&j.g));
+        n += (size_t)j.tasks * (state_floats(&j.g) + (size_t)j.window * record_floats(&j.g)) +
+             (size_t)j.groups * (size_t)j.window * keys_floats(&j.g);
     return n * sizeof(float) + 64; /* + alignment of the base */
 }
 
@@ -439,15 +538,16 @@ void cpu_chunked_run(const cpu_backend_state *s, const gdn_delta_rule_problem *p
     float *base = (float *)(((uintptr_t)workspace + 63) & ~(uintptr_t)63);
     j.workers = base;
     if (!j.split) {
-        cpu_pool_run(s->pool, j.tasks, fused_task, &j);
+        cpu_pool_run(s->pool, j.groups, fused_task, &j);
         return;
     }
     j.states = base + (size_t)cpu_pool_threads(s->pool) * j.per_worker;
     j.records = j.states + (size_t)j.tasks * state_floats(&j.g);
+    j.keys = j.records + (size_t)j.tasks * (size_t)j.window * record_floats(&j.g);
     const int64_t most = (p->max_len + j.g.C - 1) / j.g.C;
     cpu_pool_run(s->pool, j.tasks, split_load_task, &j);
     for (j.first = 0; j.first < most; j.first += j.window) {
-        cpu_pool_run(s->pool, j.tasks * j.window, split_prep_task, &j);
+        cpu_pool_run(s->pool, j.groups * j.window, split_prep_task, &j);
         cpu_pool_run(s->pool, j.tasks * (j.g.Vp / j.k->pad), split_state_task, &j);
     }
     cpu_pool_run(s->pool, j.tasks, split_store_task, &j);

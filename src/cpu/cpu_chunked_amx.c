@@ -99,20 +99,17 @@ static inline __m512 bf16_value(__m512i lanes) /* back to f32 */
     return _mm512_castsi512_ps(_mm512_slli_epi32(lanes, 16));
 }
 
-/* Y [rows, cols] bf16 row-major (ldy) = diag(scale) X for X [rows, cols] f32 (ldx; scale NULL:
- * 1); cols a multiple of 32. Y may overlay X when ldy == ldx: each block is read before anything
- * at or past it is written. */
-static void to_bf16(const float *X, int64_t ldx, int64_t rows, int64_t cols, const float *scale,
-                    uint16_t *Y, int64_t ldy)
+/* Y [rows, cols] bf16 row-major (ldy) = X [rows, cols] f32 (ldx), cols a multiple of 32. Y may
+ * overlay X when ldy == ldx: each block is read before anything at or past it is written. */
+static void to_bf16(const float *X, int64_t ldx, int64_t rows, int64_t cols, uint16_t *Y,
+                    int64_t ldy)
 {
-    for (int64_t i = 0; i < rows; i++) {
-        const __m512 s = _mm512_set1_ps(scale ? scale[i] : 1.0f);
+    for (int64_t i = 0; i < rows; i++)
         for (int64_t j = 0; j < cols; j += 32) {
-            const __m512 lo = _mm512_mul_ps(s, _mm512_loadu_ps(X + i * ldx + j));
-            const __m512 hi = _mm512_mul_ps(s, _mm512_loadu_ps(X + i * ldx + j + 16));
+            const __m512 lo = _mm512_loadu_ps(X + i * ldx + j);
+            const __m512 hi = _mm512_loadu_ps(X + i * ldx + j + 16);
             _mm512_storeu_si512(Y + i * ldy + j, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
         }
-    }
 }
 
 /* hi and lo bf16 parts (X = hi + lo to ~2^-16) of X [rows, cols] f32, row-major. */
@@ -129,21 +126,17 @@ static void to_bf16_split(const float *X, int64_t ldx, int64_t rows, int64_t col
         }
 }
 
-/* VNNI words of diag(scale) X for X [depth, cols] f32 (ldx; scale NULL: 1): word (p, j) =
- * bf16 X[2p][j] | bf16 X[2p+1][j] << 16. depth even, cols a multiple of 16. */
-static void to_vnni(const float *X, int64_t ldx, int64_t depth, int64_t cols, const float *scale,
-                    uint32_t *vw, int64_t ldv)
+/* VNNI words of X [depth, cols] f32 (ldx): word (p, j) = bf16 X[2p][j] | bf16 X[2p+1][j] << 16.
+ * depth even, cols a multiple of 16. */
+static void to_vnni(const float *X, int64_t ldx, int64_t depth, int64_t cols, uint32_t *vw,
+                    int64_t ldv)
 {
-    for (int64_t p = 0; p < depth / 2; p++) {
-        const __m512 s0 = _mm512_set1_ps(scale ? scale[2 * p] : 1.0f);
-        const __m512 s1 = _mm512_set1_ps(scale ? scale[2 * p + 1] : 1.0f);
+    for (int64_t p = 0; p < depth / 2; p++)
         for (int64_t j = 0; j < cols; j += 16) {
-            const __m512i h0 = bf16_lanes(_mm512_mul_ps(s0, _mm512_loadu_ps(X + 2 * p * ldx + j)));
-            const __m512i h1 =
-                bf16_lanes(_mm512_mul_ps(s1, _mm512_loadu_ps(X + (2 * p + 1) * ldx + j)));
+            const __m512i h0 = bf16_lanes(_mm512_loadu_ps(X + 2 * p * ldx + j));
+            const __m512i h1 = bf16_lanes(_mm512_loadu_ps(X + (2 * p + 1) * ldx + j));
             _mm512_storeu_si512(vw + p * ldv + j, _mm512_or_si512(h0, _mm512_slli_epi32(h1, 16)));
         }
-    }
 }
 
 /* Rows x0 and x1 of a VNNI pair as hi and lo bf16 parts (x = hi + lo to ~2^-16), 16 words each. */
@@ -226,13 +219,25 @@ static void transpose_words(const uint32_t *X, int64_t rows, int64_t cols, uint3
             transpose_16x16(X + r * cols + c, cols, XT + c * rows + r, rows);
 }
 
+/* VNNI words of X [rows, cols] bf16 row-major: word (p, j) = X[2p][j] | X[2p+1][j] << 16; rows
+ * even, cols a multiple of 16. */
+static void rows_to_vnni(const uint16_t *X, int64_t rows, int64_t cols, uint32_t *vw)
+{
+    for (int64_t p = 0; p < rows / 2; p++)
+        for (int64_t j = 0; j < cols; j += 16) {
+            const __m512i r0 = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(X + 2 * p * cols + j)));
+            const __m512i r1 = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(X + (2 * p + 1) * cols + j)));
+            _mm512_storeu_si512(vw + p * cols + j, _mm512_or_si512(r0, _mm512_slli_epi32(r1, 16)));
+        }
+}
+
 static size_t amx_scratch_floats(const cpu_chunk_geom *g)
 {
     const size_t Cp = (size_t)g->Cp, Kp = (size_t)g->Kp, Vp = (size_t)g->Vp;
-    /* prep: K^T words for K K^T, K words for K^T; state: S hi + lo words, two V'-sized areas */
-    const size_t prep = Kp * Cp / 2 + Cp * Kp / 2;
+    /* keys: K^T words for K K^T, K words for K^T; state: S hi + lo words, two V'-sized areas */
+    const size_t keys = Kp * Cp / 2 + Cp * Kp / 2;
     const size_t state = Kp * Vp + Cp * Vp;
-    return prep > state ? prep : state;
+    return keys > state ? keys : state;
 }
 
 /* X [rows, cols] *= x_i y_j, for the inverse norms of raw q, k */
@@ -246,50 +251,70 @@ static void scale_outer(float *X, int64_t rows, int64_t cols, const float *x, co
         }
 }
 
-/* Record areas (cpu.h): W holds the raw keys K as bf16 [Cp, Kp], Q the raw queries, KT = K^T as
- * bf16 [Kp, Cp], P the gated masked q.k as bf16, T = (I + A)^-1 as hi then lo bf16, U = diag(beta)
- * V in f32, and rows three per-row factors: -beta_i e^G_i / ||k_i|| (the residual's), scale
- * e^G_i / ||q_i|| (the output's) and e^(G_last - G_m) / ||k_m|| (the state update's). Every
- * operand that is rounded to bf16 is either an exact input or a quantity that no later step
- * subtracts from a larger one. */
-static void amx_prep(const cpu_chunk_geom *g, cpu_chunk_inputs *in, cpu_chunk_record *rec,
-                     float *scratch)
+/* inv[i] = 1 / sqrt(||x_i||^2 + eps) for the bf16 rows of X [rows, cols] (cols a multiple of
+ * 16), or 1 when the call does not normalise. */
+static void inverse_norms(const uint16_t *X, int64_t rows, int64_t cols, bool l2, float *inv)
 {
-    const int64_t Cp = g->Cp, Kp = g->Kp, Vp = g->Vp;
-    uint16_t *K16 = (uint16_t *)rec->W, *Q16 = (uint16_t *)rec->Q;
-    uint16_t *Th = (uint16_t *)rec->T, *Tl = Th + Cp * Cp;
+    for (int64_t i = 0; i < rows; i++) {
+        __m512 ss = _mm512_setzero_ps();
+        for (int64_t j = 0; l2 && j < cols; j += 16) {
+            const __m512 x = bf16_value(
+                _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(X + i * cols + j))));
+            ss = _mm512_fmadd_ps(x, x, ss);
+        }
+        inv[i] = l2 ? (float)(1.0 / sqrt((double)_mm512_reduce_add_ps(ss) + GDN_L2NORM_EPS)) : 1.0f;
+    }
+}
+
+/* keys->Q and keys->K arrive as the bf16 inputs (bf16_qk): K K^T and Q K^T from them, scaled by
+ * the inverse norms in f32, and K^T as bf16 rows [Kp, Cp] (the VNNI words of K, transposed). */
+static void amx_prep_keys(const cpu_chunk_geom *g, cpu_chunk_keys *keys, float *scratch)
+{
+    const int64_t Cp = g->Cp, Kp = g->Kp;
+    const uint16_t *K16 = (const uint16_t *)keys->K, *Q16 = (const uint16_t *)keys->Q;
     uint32_t *KTw = (uint32_t *)scratch, *Kw = KTw + Kp / 2 * Cp;
+    inverse_norms(Q16, Cp, Kp, g->l2norm, keys->iq);
+    inverse_norms(K16, Cp, Kp, g->l2norm, keys->ik);
     tiles_begin();
-    /* q, k are bf16 inputs: these roundings are exact */
-    to_bf16(in->Kc, Kp, Cp, Kp, NULL, K16, Kp);
-    to_bf16(rec->Q, Kp, Cp, Kp, NULL, Q16, Kp); /* in place, front to back */
     transpose_words((const uint32_t *)K16, Cp, Kp / 2, KTw);
     const amx_term kk = {K16, Kp, KTw, Cp, Kp}, qk = {Q16, Kp, KTw, Cp, Kp};
-    amx_gemm(Cp, Cp, &kk, 1, NULL, 0, in->A, Cp);
-    amx_gemm(Cp, Cp, &qk, 1, NULL, 0, rec->P, Cp);
-    scale_outer(in->A, Cp, Cp, in->ik, in->ik);
-    scale_outer(rec->P, Cp, Cp, in->iq, in->ik);
-    gate_and_mask(g, in, rec->P);
+    amx_gemm(Cp, Cp, &kk, 1, NULL, 0, keys->KK, Cp);
+    amx_gemm(Cp, Cp, &qk, 1, NULL, 0, keys->QK, Cp);
+    _tile_release();
+    scale_outer(keys->KK, Cp, Cp, keys->ik, keys->ik);
+    scale_outer(keys->QK, Cp, Cp, keys->iq, keys->ik);
+    rows_to_vnni(K16, Cp, Kp, Kw);
+    transpose_words(Kw, Cp / 2, Kp, (uint32_t *)keys->KT);
+}
+
+/* Record areas (cpu.h): P the gated masked q.k as bf16, T = (I + A)^-1 as hi then lo bf16,
+ * U = diag(beta) V in f32, and rows three per-row factors: -beta_i e^G_i / ||k_i|| (the
+ * residual's), scale e^G_i / ||q_i|| (the output's) and e^(G_last - G_m) / ||k_m|| (the state
+ * update's). Every operand that is rounded to bf16 is either an exact input or a quantity that
+ * no later step subtracts from a larger one. */
+static void amx_prep(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_chunk_inputs *in,
+                     cpu_chunk_record *rec, float *scratch)
+{
+    (void)scratch;
+    const int64_t Cp = g->Cp, Vp = g->Vp;
+    uint16_t *Th = (uint16_t *)rec->T, *Tl = Th + Cp * Cp;
+    gate_and_mask(g, keys, in, rec->P);
     unit_lower_inverse(in->A, in->Tinv, Cp);
     to_bf16_split(in->Tinv, Cp, Cp, Cp, Th, Tl, Cp);
-    to_bf16(rec->P, Cp, Cp, Cp, NULL, (uint16_t *)rec->P, Cp);
-    /* K^T as bf16 rows [Kp, Cp]: the VNNI words of K, transposed */
-    to_vnni(in->Kc, Kp, Cp, Kp, NULL, Kw, Kp);
-    transpose_words(Kw, Cp / 2, Kp, (uint32_t *)rec->KT);
+    to_bf16(rec->P, Cp, Cp, Cp, (uint16_t *)rec->P, Cp);
     float *res = rec->rows, *out = res + Cp, *upd = out + Cp;
     decay_to_end(in->G, Cp, upd);
     for (int64_t i = 0; i < Cp; i++) {
         const float eg = expf(in->G[i]);
-        res[i] = -in->beta[i] * eg * in->ik[i];
-        out[i] = g->scale * eg * in->iq[i];
-        upd[i] *= in->ik[i];
+        res[i] = -in->beta[i] * eg * keys->ik[i];
+        out[i] = g->scale * eg * keys->iq[i];
+        upd[i] *= keys->ik[i];
         const __m512 b = _mm512_set1_ps(in->beta[i]);
         for (int64_t x = 0; x < Vp; x += 16)
             _mm512_storeu_ps(rec->U + i * Vp + x,
                              _mm512_mul_ps(b, _mm512_loadu_ps(in->Vc + i * Vp + x)));
     }
     *rec->decay = expf(in->G[Cp - 1]);
-    _tile_release();
 }
 
 /* R = U + diag(f) X (both [rows, cols] f32, ld) as hi + lo VNNI words: the residual
@@ -312,14 +337,14 @@ static void residual_to_vnni(const float *U, const float *X, int64_t ld, int64_t
  * S = decay S + K^T diag(upd) V' (the factors of amx_prep). R and diag(upd) V' enter as hi + lo
  * parts: they carry the state from chunk to chunk, and with them it keeps close to f32
  * accuracy; P V' feeds only this chunk's outputs and takes V' rounded once. */
-static void amx_state(const cpu_chunk_geom *g, cpu_chunk_record *rec, float *S, int64_t c0,
-                      int64_t nc, float *O, float *scratch)
+static void amx_state(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_chunk_record *rec,
+                      float *S, int64_t c0, int64_t nc, float *O, float *scratch)
 {
     const int64_t Cp = g->Cp, Kp = g->Kp, Vp = g->Vp;
     uint32_t *Sh = (uint32_t *)scratch, *Sl = Sh + Kp / 2 * nc;
     uint32_t *Xh = Sl + Kp / 2 * nc, *Xl = Xh + Cp / 2 * nc; /* R, then V' */
-    const uint16_t *K16 = (const uint16_t *)rec->W, *Q16 = (const uint16_t *)rec->Q;
-    const uint16_t *P16 = (const uint16_t *)rec->P, *KT16 = (const uint16_t *)rec->KT;
+    const uint16_t *K16 = (const uint16_t *)keys->K, *Q16 = (const uint16_t *)keys->Q;
+    const uint16_t *P16 = (const uint16_t *)rec->P, *KT16 = (const uint16_t *)keys->KT;
     const uint16_t *Th = (const uint16_t *)rec->T, *Tl = Th + Cp * Cp;
     const float *res = rec->rows, *out = res + Cp, *upd = out + Cp;
     float *U = rec->U + c0;
@@ -334,7 +359,7 @@ static void amx_state(const cpu_chunk_geom *g, cpu_chunk_record *rec, float *S, 
     amx_gemm(Cp, nc, tr, 3, NULL, 0, U, Vp); /* V' = T R */
     const amx_term qs[2] = {{Q16, Kp, Sh, nc, Kp}, {Q16, Kp, Sl, nc, Kp}};
     amx_gemm(Cp, nc, qs, 2, NULL, 0, O, Vp);
-    to_vnni(U, Vp, Cp, nc, NULL, Xh, nc);
+    to_vnni(U, Vp, Cp, nc, Xh, nc);
     for (int64_t i = 0; i < Cp; i++) { /* O = diag(out) Q S, then + P V' on the tiles */
         const __m512 f = _mm512_set1_ps(out[i]);
         for (int64_t x = 0; x < nc; x += 16)
@@ -348,7 +373,8 @@ static void amx_state(const cpu_chunk_geom *g, cpu_chunk_record *rec, float *S, 
     _tile_release();
 }
 
-static const cpu_chunk_kernels amx_kernels = {32, true, amx_scratch_floats, amx_prep, amx_state};
+static const cpu_chunk_kernels amx_kernels = {32, true, load_row, store_row, amx_scratch_floats, amx_prep_keys,
+                                              amx_prep, amx_state};
 const cpu_chunk_kernels *const cpu_chunk_amx = &amx_kernels;
 #else
 #include "cpu.h"

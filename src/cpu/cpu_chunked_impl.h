@@ -6,8 +6,9 @@
  * framework and micro-kernel, without packing: a chunk's operands already sit in L1/L2).
  *
  * Per chunk (rows i, j, m are tokens; e^(G_i - G_j) <= 1 for j <= i, so no exponent overflows):
- *   prep:  A = strictly lower beta_i k_i.k_j e^(G_i - G_j),  Tinv = (I + A)^-1 (forward
- *          substitution), W = -Tinv diag(beta e^G) K, U = Tinv diag(beta) V,
+ *   prep_keys (once per key head): K^T, K K^T, Q K^T;
+ *   prep (per value head): A = strictly lower beta_i k_i.k_j e^(G_i - G_j),  Tinv = (I + A)^-1
+ *          (forward substitution), W = -Tinv diag(beta e^G) K, U = Tinv diag(beta) V,
  *          P = lower scale q_i.k_j e^(G_i - G_j), Q = scale e^G_i q_i, KT = (e^(G_last - G) k)^T;
  *   state: V' = U + W S, O = Q S + P V', S = e^G_last S + KT V'. */
 #include "cpu.h"
@@ -45,22 +46,36 @@ static void unit_lower_inverse(const float *A, float *Tinv, int64_t n)
     }
 }
 
-/* A = K K^T and P = Q K^T (already in place) become the gated, masked matrices of the chunk. */
-static void gate_and_mask(const cpu_chunk_geom *g, const cpu_chunk_inputs *in, float *P)
+/* The gated, masked matrices of one value head from its chunk's K K^T and Q K^T: A strictly
+ * lower beta_i k_i.k_j e^(G_i - G_j) into in->A, P lower scale q_i.k_j e^(G_i - G_j). */
+static void gate_and_mask(const cpu_chunk_geom *g, const cpu_chunk_keys *keys,
+                          const cpu_chunk_inputs *in, float *P)
 {
     const int64_t Cp = g->Cp;
     for (int64_t i = 0; i < Cp; i++) {
         const vf Gi = vsplat(in->G[i]), bi = vsplat(in->beta[i]), sc = vsplat(g->scale);
+        const float *kk = keys->KK + i * Cp, *qk = keys->QK + i * Cp;
         float *a = in->A + i * Cp, *pr = P + i * Cp;
         for (int64_t j = 0; j < Cp; j += LANES) {
             const vi col = viota((int32_t)j), row = (vi){0} + (int32_t)i;
             vf d = Gi - vload(in->G + j);
             d = vselect(d > 0.0f, (vf){0}, d);
             const vf e = vexp_nonpositive(d);
-            vstore(a + j, vselect(col < row, bi * vload(a + j) * e, (vf){0}));
-            vstore(pr + j, vselect(col <= row, sc * vload(pr + j) * e, (vf){0}));
+            vstore(a + j, vselect(col < row, bi * vload(kk + j) * e, (vf){0}));
+            vstore(pr + j, vselect(col <= row, sc * vload(qk + j) * e, (vf){0}));
         }
     }
+}
+
+/* The chunk's input and output rows, converted at this level's vector width. */
+static void load_row(const gdn_tensor *t, int64_t off, int64_t n, float *dst)
+{
+    cpu_load_f32(t, off, n, dst);
+}
+
+static void store_row(const gdn_tensor *t, int64_t off, int64_t n, const float *src)
+{
+    cpu_store_f32(t, off, n, src);
 }
 
 /* tail[m] = e^(G_last - G_m) for m < Cp <= 128 (chunk <= 128, and pad divides 128) */
@@ -132,36 +147,48 @@ static void transpose(const float *X, int64_t rows, int64_t cols, float *XT)
             XT[j * rows + i] = X[i * cols + j];
 }
 
-static void prep(const cpu_chunk_geom *g, cpu_chunk_inputs *in, cpu_chunk_record *rec,
-                 float *scratch)
+static void prep_keys(const cpu_chunk_geom *g, cpu_chunk_keys *keys, float *scratch)
+{
+    (void)scratch;
+    const int64_t Cp = g->Cp, Kp = g->Kp;
+    transpose(keys->K, Cp, Kp, keys->KT);
+    gemm(Cp, Cp, Kp, keys->K, Kp, keys->KT, Cp, NULL, 0, 0.0f, keys->KK, Cp, false);
+    gemm(Cp, Cp, Kp, keys->Q, Kp, keys->KT, Cp, NULL, 0, 0.0f, keys->QK, Cp, false);
+}
+
+/* W = (I + A)^-1 diag(-beta e^G) K is computed as ((I + A)^-1 diag(-beta e^G)) K: the keys are
+ * shared with the key head's other value heads and stay as they are. */
+static void prep(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_chunk_inputs *in,
+                 cpu_chunk_record *rec, float *scratch)
 {
     (void)scratch;
     const int64_t Cp = g->Cp, Kp = g->Kp, Vp = g->Vp;
-    transpose(in->Kc, Cp, Kp, rec->KT);
-    gemm(Cp, Cp, Kp, in->Kc, Kp, rec->KT, Cp, NULL, 0, 0.0f, in->A, Cp, false);
-    gemm(Cp, Cp, Kp, rec->Q, Kp, rec->KT, Cp, NULL, 0, 0.0f, rec->P, Cp, false);
-    gate_and_mask(g, in, rec->P);
+    gate_and_mask(g, keys, in, rec->P);
     unit_lower_inverse(in->A, in->Tinv, Cp);
-    const float glast = in->G[Cp - 1]; /* padding rows hold the last token's G */
+    _Alignas(64) float wcol[128], tail[128];
     for (int64_t i = 0; i < Cp; i++) {
         const float eg = expf(in->G[i]);
-        scale_rows(in->Kc, Kp, i, -in->beta[i] * eg);
+        wcol[i] = -in->beta[i] * eg;
         scale_rows(in->Vc, Vp, i, in->beta[i]);
-        scale_rows(rec->Q, Kp, i, g->scale * eg);
+        for (int64_t x = 0; x < Kp; x += LANES)
+            vstore(rec->Q + i * Kp + x, vsplat(g->scale * eg) * vload(keys->Q + i * Kp + x));
     }
-    gemm(Cp, Kp, Cp, in->Tinv, Cp, in->Kc, Kp, NULL, 0, 0.0f, rec->W, Kp, true);
     gemm(Cp, Vp, Cp, in->Tinv, Cp, in->Vc, Vp, NULL, 0, 0.0f, rec->U, Vp, true);
-    float tail[128];
+    for (int64_t i = 0; i < Cp; i++)
+        for (int64_t m = 0; m < Cp; m += LANES)
+            vstore(in->Tinv + i * Cp + m, vload(wcol + m) * vload(in->Tinv + i * Cp + m));
+    gemm(Cp, Kp, Cp, in->Tinv, Cp, keys->K, Kp, NULL, 0, 0.0f, rec->W, Kp, true);
     decay_to_end(in->G, Cp, tail);
     for (int64_t x = 0; x < Kp; x++)
         for (int64_t m = 0; m < Cp; m += LANES)
-            vstore(rec->KT + x * Cp + m, vload(tail + m) * vload(rec->KT + x * Cp + m));
-    *rec->decay = expf(glast);
+            vstore(rec->KT + x * Cp + m, vload(tail + m) * vload(keys->KT + x * Cp + m));
+    *rec->decay = expf(in->G[Cp - 1]); /* padding rows hold the last token's G */
 }
 
-static void state(const cpu_chunk_geom *g, cpu_chunk_record *rec, float *S, int64_t c0,
-                  int64_t nc, float *O, float *scratch)
+static void state(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_chunk_record *rec,
+                  float *S, int64_t c0, int64_t nc, float *O, float *scratch)
 {
+    (void)keys;
     (void)scratch;
     const int64_t Cp = g->Cp, Kp = g->Kp, Vp = g->Vp;
     float *U = rec->U + c0;
@@ -173,5 +200,5 @@ static void state(const cpu_chunk_geom *g, cpu_chunk_record *rec, float *S, int6
     gemm(Kp, nc, Cp, rec->KT, Cp, U, Vp, S, Vp, *rec->decay, S, Vp, false); /* S update */
 }
 
-const cpu_chunk_kernels CPU_CHUNK_KERNELS = {NR, false, NULL, prep, state};
+const cpu_chunk_kernels CPU_CHUNK_KERNELS = {NR, false, load_row, store_row, NULL, prep_keys, prep, state};
 #endif
