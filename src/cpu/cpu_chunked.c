@@ -131,7 +131,9 @@ typedef struct chunk_job {
     const gdn_delta_rule_problem *p;
     const cpu_chunk_kernels *k;
     cpu_chunk_geom g;
-    int64_t per;            /* value heads per group: the key head's ratio, or 1 */
+    int64_t kper, vper;     /* a group: kper key heads, vper of the value heads of each (the
+                             * ratio, or 1) */
+    int64_t per;            /* kper * vper value heads */
     int64_t groups;         /* N * HV / per */
     int64_t tasks;          /* N * HV: (sequence, value head) */
     bool split;
@@ -165,13 +167,15 @@ static seq_head seq_head_of(const chunk_job *j, int64_t n, int64_t hv)
     return s;
 }
 
-/* Groups: per sequence, the key heads in order, each cut into ratio / per groups of `per` value
- * heads. Value head r of group `grp`, and the group and position of value head hv: */
+/* Groups: per sequence, blocks of kper key heads, each block cut into ratio / vper groups; a
+ * group's heads r = 0 .. per - 1 are value head m = sub vper + r % vper of key head
+ * kh0 + r / vper. Value head r of group `grp`, and the group of value head hv: */
 static int64_t group_head(const chunk_job *j, int64_t grp, int64_t r)
 {
     const gdn_delta_rule_problem *p = j->p;
-    const int64_t in_seq = grp % (p->HV / j->per), subs = p->ratio / j->per;
-    const int64_t kh = in_seq / subs, m = in_seq % subs * j->per + r; /* m-th head of kh */
+    const int64_t in_seq = grp % (p->HV / j->per), subs = p->ratio / j->vper;
+    const int64_t kh = in_seq / subs * j->kper + r / j->vper;
+    const int64_t m = in_seq % subs * j->vper + r % j->vper; /* m-th value head of kh */
     return p->a.gva == GDN_GVA_BLOCK ? kh * p->ratio + m : kh + m * p->H;
 }
 
@@ -181,7 +185,7 @@ static int64_t task_group(const chunk_job *j, int64_t task)
     const int64_t n = task / p->HV, hv = task % p->HV;
     const int64_t kh = p->a.gva == GDN_GVA_BLOCK ? hv / p->ratio : hv % p->H;
     const int64_t m = p->a.gva == GDN_GVA_BLOCK ? hv % p->ratio : hv / p->H;
-    return n * (p->HV / j->per) + kh * (p->ratio / j->per) + m / j->per;
+    return n * (p->HV / j->per) + kh / j->kper * (p->ratio / j->vper) + m / j->vper;
 }
 
 static int64_t state_offset(const gdn_delta_rule_problem *p, const seq_head *s, int64_t i,
@@ -356,7 +360,9 @@ static void store_group_out(const chunk_job *j, const seq_head *s, int64_t c, in
                             j->g.V, O + r * out_floats(&j->g) + i * j->g.Vp);
 }
 
-enum { MAX_PER = 16 }; /* fused groups of more value heads per key head run as several groups */
+/* Value heads per group: at most MAX_PER of one key head (more run as several groups); several
+ * key heads share a group while their states fit GROUP_STATE_BYTES (8 heads at K = V = 128). */
+enum { MAX_PER = 16, GROUP_STATE_BYTES = 512 << 10 };
 
 static void fused_task(void *arg, int64_t grp, int worker)
 {
@@ -377,11 +383,14 @@ static void fused_task(void *arg, int64_t grp, int worker)
     for (int64_t r = 0; r < j->per; r++)
         state_load(j, &s[r], S + r * state_floats(&j->g));
     for (int64_t c = 0; c < s[0].chunks; c++) {
-        const int64_t L = load_keys(j, &s[0], c, &keys);
-        prefetch_rows(j, &a->q, &s[0], c + 1, s[0].kh, j->g.K);
-        prefetch_rows(j, &a->k, &s[0], c + 1, s[0].kh, j->g.K);
-        j->k->prep_keys(&j->g, &keys, scratch);
+        const int64_t L = chunk_length(j, &s[0], c);
         for (int64_t r = 0; r < j->per; r++) {
+            if (r % j->vper == 0) { /* the next key head */
+                load_keys(j, &s[r], c, &keys);
+                prefetch_rows(j, &a->q, &s[r], c + 1, s[r].kh, j->g.K);
+                prefetch_rows(j, &a->k, &s[r], c + 1, s[r].kh, j->g.K);
+                j->k->prep_keys(&j->g, &keys, scratch);
+            }
             load_values(j, &s[r], c, &in);
             prefetch_rows(j, &a->v, &s[r], c + 1, s[r].hv, j->g.V);
             j->k->prep(&j->g, &keys, &in, &rec, scratch);
@@ -491,12 +500,22 @@ static chunk_job job_of(const cpu_backend_state *st, const gdn_delta_rule_proble
     j.g = geom_of(j.k, p);
     j.tasks = p->seqs.count * p->HV;
     const int64_t threads = cpu_pool_threads(st->pool);
-    /* the whole key head per group where that leaves no thread idle (and it is not huge);
-     * else one value head per fused task, or the split schedule sharing the keys again */
-    j.per = p->ratio <= MAX_PER ? p->ratio : 1;
-    j.split = !fused_fits(j.tasks / j.per, threads);
+    /* Fused: whole key heads per group where that leaves no thread idle, and then as many key
+     * heads as keep the group's states in GROUP_STATE_BYTES (they stay in L2, and a chunk's
+     * rows of neighbouring heads share pages and runs of memory); else one value head per
+     * group. Split: one key head's value heads per group. */
+    const int64_t N = p->seqs.count;
+    j.kper = 1;
+    j.vper = p->ratio <= MAX_PER ? p->ratio : 1;
+    j.split = !fused_fits(N * p->H * (p->ratio / j.vper), threads);
     if (j.split && fused_fits(j.tasks, threads))
-        j.per = 1, j.split = false;
+        j.vper = 1, j.split = false;
+    const size_t state_bytes = state_floats(&j.g) * sizeof(float);
+    for (int64_t kp = 2; !j.split && kp * j.vper <= MAX_PER &&
+                         (size_t)(kp * j.vper) * state_bytes <= GROUP_STATE_BYTES; kp++)
+        if (p->H % kp == 0 && fused_fits(N * p->H / kp * (p->ratio / j.vper), threads))
+            j.kper = kp;
+    j.per = j.kper * j.vper;
     j.groups = j.tasks / j.per;
     const size_t work = inputs_floats(&j.g) + out_floats(&j.g) + scratch_floats(j.k, &j.g);
     if (j.split) {
