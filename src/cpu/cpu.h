@@ -71,7 +71,8 @@ typedef struct cpu_chunk_keys {
                              * rows in these areas */
     float *iq, *ik;         /* [Cp] bf16_qk kernels: 1/||q_i||, 1/||k_i|| when the call
                              * normalises (1 otherwise), set by prep_keys */
-    float *QK, *KK;         /* [Cp, Cp] q_i.k_j and k_i.k_j of the normalised rows */
+    float *QK, *KK;         /* [Cp, Cp] q_i.k_j and k_i.k_j of the normalised rows (AMX: only
+                             * the 32 x 32 blocks on and below the diagonal, which gating keeps) */
     float *KT;              /* [Kp, Cp] K^T (AMX: as bf16 rows) */
 } cpu_chunk_keys;
 

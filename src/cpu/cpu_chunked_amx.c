@@ -51,12 +51,16 @@ typedef struct amx_term {
     int64_t ldb, depth;
 } amx_term;
 
+/* What amx_gemm may skip: A_LOWER, the terms' A are lower triangular (row block i0 stops at
+ * depth i0 + 32); C_LOWER, only C's blocks on or below its diagonal are wanted. */
+enum { A_LOWER = 1, C_LOWER = 2 };
+
 /* C [M, N] f32 (ldc) = Cin (or 0 when NULL; may be C) + sum of the terms; M, N multiples of 32. */
 static void amx_gemm(int64_t M, int64_t N, const amx_term *terms, int nterms, const float *Cin,
-                     int64_t ldi, float *C, int64_t ldc)
+                     int64_t ldi, float *C, int64_t ldc, int skip)
 {
     for (int64_t i0 = 0; i0 < M; i0 += 32)
-        for (int64_t j0 = 0; j0 < N; j0 += 32) {
+        for (int64_t j0 = 0; j0 < N && (!(skip & C_LOWER) || j0 <= i0); j0 += 32) {
             if (Cin) {
                 _tile_loadd(0, Cin + i0 * ldi + j0, ldi * 4);
                 _tile_loadd(1, Cin + i0 * ldi + j0 + 16, ldi * 4);
@@ -70,7 +74,9 @@ static void amx_gemm(int64_t M, int64_t N, const amx_term *terms, int nterms, co
             }
             for (int t = 0; t < nterms; t++) {
                 const amx_term *x = &terms[t];
-                for (int64_t d = 0; d < x->depth; d += 32) {
+                const int64_t depth =
+                    skip & A_LOWER && i0 + 32 < x->depth ? i0 + 32 : x->depth;
+                for (int64_t d = 0; d < depth; d += 32) {
                     _tile_loadd(4, x->A + i0 * x->lda + d, x->lda * 2);
                     _tile_loadd(5, x->A + (i0 + 16) * x->lda + d, x->lda * 2);
                     _tile_loadd(6, x->B + d / 2 * x->ldb + j0, x->ldb * 4);
@@ -240,15 +246,18 @@ static size_t amx_scratch_floats(const cpu_chunk_geom *g)
     return keys > state ? keys : state;
 }
 
-/* X [rows, cols] *= x_i y_j, for the inverse norms of raw q, k */
-static void scale_outer(float *X, int64_t rows, int64_t cols, const float *x, const float *y)
+/* X [n, n] *= x_i y_j on and below the diagonal's 32 x 32 blocks (the blocks amx_gemm wrote
+ * with C_LOWER), for the inverse norms of raw q, k */
+static void scale_outer_lower(float *X, int64_t n, const float *x, const float *y)
 {
-    for (int64_t i = 0; i < rows; i++)
-        for (int64_t j = 0; j < cols; j += 16) {
-            const __m512 v = _mm512_loadu_ps(X + i * cols + j);
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t end = (i / 32 + 1) * 32;
+        for (int64_t j = 0; j < end; j += 16) {
+            const __m512 v = _mm512_loadu_ps(X + i * n + j);
             const __m512 f = _mm512_mul_ps(_mm512_set1_ps(x[i]), _mm512_loadu_ps(y + j));
-            _mm512_storeu_ps(X + i * cols + j, _mm512_mul_ps(v, f));
+            _mm512_storeu_ps(X + i * n + j, _mm512_mul_ps(v, f));
         }
+    }
 }
 
 /* inv[i] = 1 / sqrt(||x_i||^2 + eps) for the bf16 rows of X [rows, cols] (cols a multiple of
@@ -278,11 +287,11 @@ static void amx_prep_keys(const cpu_chunk_geom *g, cpu_chunk_keys *keys, float *
     tiles_begin();
     transpose_words((const uint32_t *)K16, Cp, Kp / 2, KTw);
     const amx_term kk = {K16, Kp, KTw, Cp, Kp}, qk = {Q16, Kp, KTw, Cp, Kp};
-    amx_gemm(Cp, Cp, &kk, 1, NULL, 0, keys->KK, Cp);
-    amx_gemm(Cp, Cp, &qk, 1, NULL, 0, keys->QK, Cp);
+    amx_gemm(Cp, Cp, &kk, 1, NULL, 0, keys->KK, Cp, C_LOWER);
+    amx_gemm(Cp, Cp, &qk, 1, NULL, 0, keys->QK, Cp, C_LOWER);
     _tile_release();
-    scale_outer(keys->KK, Cp, Cp, keys->ik, keys->ik);
-    scale_outer(keys->QK, Cp, Cp, keys->iq, keys->ik);
+    scale_outer_lower(keys->KK, Cp, keys->ik, keys->ik);
+    scale_outer_lower(keys->QK, Cp, keys->iq, keys->ik);
     rows_to_vnni(K16, Cp, Kp, Kw);
     transpose_words(Kw, Cp / 2, Kp, (uint32_t *)keys->KT);
 }
@@ -353,12 +362,12 @@ static void amx_state(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_c
     tiles_begin();
     state_to_vnni(S, Vp, Kp, nc, *rec->decay, Sh, Sl, nc);
     const amx_term ks[2] = {{K16, Kp, Sh, nc, Kp}, {K16, Kp, Sl, nc, Kp}};
-    amx_gemm(Cp, nc, ks, 2, NULL, 0, O, Vp); /* K S, in O until O is made */
+    amx_gemm(Cp, nc, ks, 2, NULL, 0, O, Vp, 0); /* K S, in O until O is made */
     residual_to_vnni(U, O, Vp, Cp, nc, res, Xh, Xl, nc);
     const amx_term tr[3] = {{Th, Cp, Xh, nc, Cp}, {Tl, Cp, Xh, nc, Cp}, {Th, Cp, Xl, nc, Cp}};
-    amx_gemm(Cp, nc, tr, 3, NULL, 0, U, Vp); /* V' = T R */
+    amx_gemm(Cp, nc, tr, 3, NULL, 0, U, Vp, A_LOWER); /* V' = T R */
     const amx_term qs[2] = {{Q16, Kp, Sh, nc, Kp}, {Q16, Kp, Sl, nc, Kp}};
-    amx_gemm(Cp, nc, qs, 2, NULL, 0, O, Vp);
+    amx_gemm(Cp, nc, qs, 2, NULL, 0, O, Vp, 0);
     to_vnni(U, Vp, Cp, nc, Xh, nc);
     for (int64_t i = 0; i < Cp; i++) { /* O = diag(out) Q S, then + P V' on the tiles */
         const __m512 f = _mm512_set1_ps(out[i]);
@@ -366,10 +375,10 @@ static void amx_state(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_c
             _mm512_storeu_ps(O + i * Vp + x, _mm512_mul_ps(f, _mm512_loadu_ps(O + i * Vp + x)));
     }
     const amx_term pv = {P16, Cp, Xh, nc, Cp};
-    amx_gemm(Cp, nc, &pv, 1, O, Vp, O, Vp);
+    amx_gemm(Cp, nc, &pv, 1, O, Vp, O, Vp, A_LOWER);
     to_vnni_split(U, Vp, Cp, nc, upd, Xh, Xl, nc);
     const amx_term kv[2] = {{KT16, Cp, Xh, nc, Cp}, {KT16, Cp, Xl, nc, Cp}};
-    amx_gemm(Kp, nc, kv, 2, S, Vp, S, Vp); /* S = decay S + K^T diag(upd) V' */
+    amx_gemm(Kp, nc, kv, 2, S, Vp, S, Vp, 0); /* S = decay S + K^T diag(upd) V' */
     _tile_release();
 }
 

@@ -32,15 +32,18 @@ static void unit_lower_inverse(const float *A, float *Tinv, int64_t n)
         const float *a = A + i * n;
         float *t = Tinv + i * n;
         for (int64_t c = 0; c < n; c += LANES) {
-            vf s0 = {0}, s1 = {0}; /* two chains: the sum is a latency-bound dependency */
+            /* four chains: the sum is a latency-bound dependency */
+            vf s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0};
             int64_t m = c;
-            for (; m + 1 < i; m += 2) {
+            for (; m + 3 < i; m += 4) {
                 s0 -= vsplat(a[m]) * vload(Tinv + m * n + c);
                 s1 -= vsplat(a[m + 1]) * vload(Tinv + (m + 1) * n + c);
+                s2 -= vsplat(a[m + 2]) * vload(Tinv + (m + 2) * n + c);
+                s3 -= vsplat(a[m + 3]) * vload(Tinv + (m + 3) * n + c);
             }
-            if (m < i)
+            for (; m < i; m++)
                 s0 -= vsplat(a[m]) * vload(Tinv + m * n + c);
-            vstore(t + c, s0 + s1);
+            vstore(t + c, (s0 + s1) + (s2 + s3));
         }
         t[i] = 1.0f;
     }
@@ -57,6 +60,11 @@ static void gate_and_mask(const cpu_chunk_geom *g, const cpu_chunk_keys *keys,
         const float *kk = keys->KK + i * Cp, *qk = keys->QK + i * Cp;
         float *a = in->A + i * Cp, *pr = P + i * Cp;
         for (int64_t j = 0; j < Cp; j += LANES) {
+            if (j > i) { /* right of the diagonal: no exponentials to take */
+                vstore(a + j, (vf){0});
+                vstore(pr + j, (vf){0});
+                continue;
+            }
             const vi col = viota((int32_t)j), row = (vi){0} + (int32_t)i;
             vf d = Gi - vload(in->G + j);
             d = vselect(d > 0.0f, (vf){0}, d);
