@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine, in one command: build with CUDA (sm_80 + sm_90a), run every test (CPU and
-# GPU), `gdn check --backend cuda`, `gdn bench --backend cuda` (decode and prefill rows), the
+# GPU; the decode tests again with 64-wide tiles forced), `gdn check --backend cuda`, `gdn bench
+# --backend cuda` (decode and prefill rows; decode in the VK layout too), the
 # demo, the Python tests, and FLA side by side (decode and prefill) when its
 # code is in .fla/. Logs and JSON go to $OUT (or ./gpu-out); a short table is printed last.
 set -uo pipefail
@@ -18,6 +19,12 @@ ctest --test-dir build --output-on-failure > "$out/ctest.log" 2>&1; ctest_rc=$?
 grep -E "tests passed|Failed|Skipped|\(Failed\)|\*\*\*" "$out/ctest.log"
 ./build/tools/gdn check --backend cuda > "$out/check_cuda.txt" 2>&1; check_rc=$?
 tail -3 "$out/check_cuda.txt"
+# the decode kernels' 64-wide tiles run only for large batches; the tests' problems are small
+GDN_CUDA_DECODE_TILE=64 ./build/tests/test_cuda > "$out/test_cuda_tile64.txt" 2>&1 || check_rc="$check_rc+tile64"
+GDN_CUDA_DECODE_TILE=64 ./build/tools/gdn check --backend cuda >> "$out/test_cuda_tile64.txt" 2>&1 ||
+  check_rc="$check_rc+tile64"
+grep -E "passed|FAIL|error" "$out/test_cuda_tile64.txt" | tail -3
+./build/tools/gdn bench --backend cuda --layout vk > "$out/bench_cuda_vk.txt" 2>&1
 ./build/tools/gdn bench --backend cuda --json "$out/bench_cuda.json" > "$out/bench_cuda.txt" 2>&1
 ./build/tools/gdn demo --backend cuda --dtype bf16 > "$out/demo_cuda.txt" 2>&1; demo_rc=$?
 py_rc=skipped
@@ -39,6 +46,7 @@ echo
 echo "== summary: ctest rc=$ctest_rc  check rc=$check_rc  demo rc=$demo_rc  pytest rc=$py_rc  fla rc=$fla_rc"
 cat "$out/demo_cuda.txt" | tail -9
 cat "$out/bench_cuda.txt" | tail -15
+sed -n '/bw_fraction/,+4p' "$out/bench_cuda_vk.txt"
 [ -f "$out/fla_decode.txt" ] && tail -7 "$out/fla_decode.txt"
 [ -f "$out/fla_prefill.txt" ] && tail -8 "$out/fla_prefill.txt"
 exit 0

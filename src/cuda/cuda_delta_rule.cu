@@ -46,10 +46,27 @@ struct token_scalars {
     float decay, beta, qk, inv_q, inv_k;
 };
 
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem)
+// The state is read once per call: in the KV layout its loads carry an L2 evict-first policy,
+// so they do not push out the lines the stores are still writing back (measured on an H200:
+// 0.868 -> 0.90 of copy bandwidth at B = 256, 0.790 -> 0.84 at B = 64; the 256-byte L2 prefetch
+// hint on top, or evict-first on the stores as well, measured slower). The VK tiles load without
+// it: with the hint, the 64-row VK tile met "illegal instruction" on an H200 (CUDA 13.0).
+__device__ __forceinline__ unsigned long long evict_first_policy()
+{
+    unsigned long long policy;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+    return policy;
+}
+
+template <bool EVICT_FIRST>
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, unsigned long long policy)
 {
     unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem));
+    if (EVICT_FIRST)
+        asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(dst),
+                     "l"(gmem), "l"(policy));
+    else
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem));
 }
 
 // Waits for all of this thread's cp.async copies.
@@ -59,10 +76,12 @@ __device__ __forceinline__ void cp_async_wait_all()
 }
 
 // Loads state float4 `src` into a slot, or zeros the slot when there is nothing to load.
-__device__ __forceinline__ void slot_load(float4 *slot, const float *src, bool valid)
+template <bool EVICT_FIRST>
+__device__ __forceinline__ void slot_load(float4 *slot, const float *src, bool valid,
+                                          unsigned long long policy)
 {
     if (valid)
-        cp_async16(slot, src);
+        cp_async16<EVICT_FIRST>(slot, src, policy);
     else
         *slot = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 }
@@ -161,11 +180,12 @@ struct kv_tile {
     {
         const int tid = threadIdx.x, vg = tid % G, kg = tid / G;
         const int64_t v0 = t.vbase + vg * 4, rs = p.a.state.stride[2];
+        const unsigned long long policy = evict_first_policy();
 #pragma unroll
         for (int i = 0; i < SLOTS; i++) {
             int k = kg + KG * i;
-            slot_load(&slots[i * kThreads + tid], t.state + k * rs + v0,
-                      t.init && v0 < p.V && k < p.K);
+            slot_load<true>(&slots[i * kThreads + tid], t.state + k * rs + v0,
+                      t.init && v0 < p.V && k < p.K, policy);
         }
     }
 
@@ -267,8 +287,8 @@ struct vk_tile {
             for (int m = 0; m < M; m++) {
                 int64_t v = t.vbase + warp + kWarps * i;
                 int k4 = 4 * (lane + 32 * m);
-                slot_load(&slots[(i * M + m) * kThreads + tid], t.state + v * rs + k4,
-                          t.init && v < p.V && k4 < p.K);
+                slot_load<false>(&slots[(i * M + m) * kThreads + tid], t.state + v * rs + k4,
+                                 t.init && v < p.V && k4 < p.K, 0);
             }
     }
 
