@@ -2,8 +2,9 @@
  * work over the pool; cpu_chunked_<isa>.c (cpu_chunked_impl.h) do the arithmetic.
  *
  * The value heads of one key head (GVA) share their chunks' queries and keys, so a "group" of
- * them is the unit of work: prep_keys runs once per chunk for the group (K K^T, Q K^T, K^T),
- * prep and the state pass once per value head.
+ * them is the unit of work: prep_keys runs once per chunk and key head (K K^T, Q K^T, K^T),
+ * prep and the state pass once per value head. A fused group may hold several key heads, run
+ * chunk by chunk, so that a chunk's rows of neighbouring heads are loaded and stored together.
  *
  * Two schedules. With enough groups for the threads, each group runs its chunks one after
  * another, preparing each and passing its heads' states through it while the buffers are still
