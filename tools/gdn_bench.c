@@ -207,17 +207,18 @@ static int bench_prefill(gdn_context *ctx, void *stream, const prefill_shape *sh
     return rc;
 }
 
+/* The prefill rows, after `after_rows` earlier rows of the same JSON array. */
 static void print_prefill_json(FILE *jf, const prefill_row *rows, gdn_context *ctx,
-                               const char *devname)
+                               const char *devname, bool after_rows)
 {
     for (int i = 0; i < NPREFILL; i++) {
         const prefill_row *w = &rows[i];
-        fprintf(jf, ",\n {\"op\": \"prefill\", \"backend\": \"cuda\", \"dtype\": \"bf16\", "
+        fprintf(jf, "%s{\"op\": \"prefill\", \"backend\": \"cuda\", \"dtype\": \"bf16\", "
                     "\"state_dtype\": \"f32\", \"algorithm\": \"chunked\", \"B\": 1, "
                     "\"T\": %lld, \"H\": %lld, \"HV\": %lld, \"K\": %d, \"V\": %d, "
                     "\"threads\": %d, \"ms\": %.6f, \"tokens_per_s\": %.1f, \"tflops\": %.2f, "
                     "\"peak_fraction\": null, \"vs_baseline\": null, \"device\": \"%s\"}",
-                (long long)w->s.T, (long long)w->s.H, (long long)w->s.HV, DK, DV,
+                i || after_rows ? ",\n " : "", (long long)w->s.T, (long long)w->s.H, (long long)w->s.HV, DK, DV,
                 gdn_context_num_threads(ctx), w->ms, (double)w->s.T / (w->ms * 1e-3), w->tflops,
                 devname);
     }
@@ -228,6 +229,7 @@ int cmd_bench(int argc, char **argv)
     /* --json FILE is bench's own option; the rest are the common ones */
     const char *json_path = NULL;
     gdn_state_layout layout = GDN_STATE_KV;
+    const char *op = "all"; /* --op decode|prefill: only those rows (cuda) */
     char *rest[64];
     int n = 0;
     for (int i = 0; i < argc && n < 63; i++) {
@@ -235,10 +237,17 @@ int cmd_bench(int argc, char **argv)
             json_path = argv[++i];
         else if (!strcmp(argv[i], "--layout") && i + 1 < argc)
             layout = !strcmp(argv[++i], "vk") ? GDN_STATE_VK : GDN_STATE_KV;
+        else if (!strcmp(argv[i], "--op") && i + 1 < argc)
+            op = argv[++i];
         else
             rest[n++] = argv[i];
     }
     rest[n] = NULL;
+    if (strcmp(op, "all") && strcmp(op, "decode") && strcmp(op, "prefill")) {
+        fprintf(stderr, "gdn bench: --op is '%s', expected decode, prefill or all\n", op);
+        return 2;
+    }
+    const bool do_decode = strcmp(op, "prefill") != 0, do_prefill = strcmp(op, "decode") != 0;
     tool_options o;
     if (parse_common_options(n, rest, &o))
         return 2;
@@ -265,7 +274,7 @@ int cmd_bench(int argc, char **argv)
     bench_row rows[4];
     memset(rows, 0, sizeof rows);
     int rc = 0;
-    for (int i = 0; i < 4 && !rc; i++) {
+    for (int i = 0; i < 4 && do_decode && !rc; i++) {
         if (!o.json)
             fprintf(stderr, "[gdn bench] decode B=%lld on %s\n", (long long)batches[i],
                     gdn_backend_name(be));
@@ -273,7 +282,7 @@ int cmd_bench(int argc, char **argv)
     }
     prefill_row prows[NPREFILL];
     memset(prows, 0, sizeof prows);
-    for (int i = 0; i < NPREFILL && device && !rc; i++) {
+    for (int i = 0; i < NPREFILL && device && do_prefill && !rc; i++) {
         if (!o.json)
             fprintf(stderr, "[gdn bench] prefill T=%lld H=%lld HV=%lld on cuda\n",
                     (long long)prefill_shapes[i].T, (long long)prefill_shapes[i].H,
@@ -291,7 +300,7 @@ int cmd_bench(int argc, char **argv)
     }
     if (jf) {
         fprintf(jf, "[");
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < 4 && do_decode; i++) {
             const bench_row *w = &rows[i];
             char frac[32] = "null"; /* bandwidth fraction: only where a copy was measured */
             if (device)
@@ -308,13 +317,13 @@ int cmd_bench(int argc, char **argv)
                     w->B / (w->ms * 1e-3),
                     w->state_gb_s, copy, frac, frac, devname);
         }
-        if (device)
-            print_prefill_json(jf, prows, ctx, devname);
+        if (device && do_prefill)
+            print_prefill_json(jf, prows, ctx, devname, do_decode);
         fprintf(jf, "]\n");
         if (json_path)
             fclose(jf);
     }
-    if (!o.json) {
+    if (!o.json && do_decode) {
         printf("gdn bench: decode, H=%d HV=%d K=V=%d, bf16 q/k/v, f32 %s state, backend %s%s%s\n",
                H, HV, DK, layout == GDN_STATE_KV ? "KV" : "VK", gdn_backend_name(be),
                device ? ", " : "", devname);
@@ -326,6 +335,8 @@ int cmd_bench(int argc, char **argv)
             printf("%6lld %12.2f %12.2f %14.0f %12.1f %12.3f\n", (long long)rows[i].B,
                    1e3 * rows[i].ms, 1e3 * rows[i].eager_ms, rows[i].B / (rows[i].ms * 1e-3),
                    rows[i].state_gb_s, device ? rows[i].state_gb_s / copy : 0.0);
+    }
+    if (!o.json && do_prefill) {
         if (device) {
             printf("prefill, B=1, K=V=%d, bf16 q/k/v, f32 initial and final state, chunked\n", DK);
             printf("%8s %4s %4s %10s %14s %10s\n", "T", "H", "HV", "ms", "tokens/s", "TFLOP/s");
