@@ -18,6 +18,9 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
@@ -337,6 +340,14 @@ static void prefetch_rows(const chunk_job *j, const gdn_tensor *t, const seq_hea
     }
 }
 
+/* Orders the kernels' streaming output stores before anything the thread writes next. */
+static void store_fence(void)
+{
+#if defined(__x86_64__)
+    _mm_sfence();
+#endif
+}
+
 /* Rows 0..L-1, columns [c0, c0 + nc) of O to the output (columns past V are padding). */
 static void store_out(const chunk_job *j, const seq_head *s, int64_t c, int64_t L, const float *O,
                       int64_t c0, int64_t nc)
@@ -346,6 +357,7 @@ static void store_out(const chunk_job *j, const seq_head *s, int64_t c, int64_t 
     for (int64_t i = 0; n > 0 && i < L; i++)
         j->k->store_row(out, token_offset(out, s->row, s->t0 + c * j->g.C + i, s->hv) + c0, n,
                         O + i * j->g.Vp + c0);
+    store_fence();
 }
 
 /* The group's outputs of chunk c, O [per][Cp, Vp], token by token: the value heads of a key
@@ -359,6 +371,7 @@ static void store_group_out(const chunk_job *j, const seq_head *s, int64_t c, in
         for (int64_t r = 0; r < j->per; r++)
             j->k->store_row(out, token_offset(out, s[r].row, s[r].t0 + c * j->g.C + i, s[r].hv),
                             j->g.V, O + r * out_floats(&j->g) + i * j->g.Vp);
+    store_fence();
 }
 
 /* Value heads per group: at most MAX_PER of one key head (more run as several groups); several

@@ -15,6 +15,9 @@
 #include "cpu_vec.h"
 
 #include <math.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #ifndef MR
 #define MR 4
@@ -81,8 +84,31 @@ static void load_row(const gdn_tensor *t, int64_t off, int64_t n, float *dst)
     cpu_load_f32(t, off, n, dst);
 }
 
+/* f32 output rows go out with streaming stores (the driver fences after each chunk's rows): a
+ * prefill's output is written once, far larger than the caches, and a plain store first reads
+ * each line it writes. */
 static void store_row(const gdn_tensor *t, int64_t off, int64_t n, const float *src)
 {
+#if defined(__x86_64__) && (LANES == 16 || LANES == 8 || LANES == 4)
+    if (t->dtype == GDN_F32) {
+        float *dst = (float *)t->data + off;
+        int64_t i = 0;
+        for (; i < n && (uintptr_t)(dst + i) % (LANES * sizeof(float)); i++)
+            dst[i] = src[i];
+        for (; i + LANES <= n; i += LANES) {
+#if LANES == 16
+            _mm512_stream_ps(dst + i, _mm512_loadu_ps(src + i));
+#elif LANES == 8
+            _mm256_stream_ps(dst + i, _mm256_loadu_ps(src + i));
+#else
+            _mm_stream_ps(dst + i, _mm_loadu_ps(src + i));
+#endif
+        }
+        for (; i < n; i++)
+            dst[i] = src[i];
+        return;
+    }
+#endif
     cpu_store_f32(t, off, n, src);
 }
 
