@@ -145,7 +145,9 @@ typedef enum gdn_backend {
  * the environment variable GDN_CPU_ISA=scalar|avx2|avx512|amx overrides AUTO). GDN_ISA_AMX is the
  * avx512 kernels plus AMX tile products in the chunked delta rule for bf16 q/k/v (bf16 operands,
  * f32 accumulation and state: the bf16 bar, 5e-3); it needs AMX-BF16, a build with AMX support
- * and the OS's permission (asked for at context creation; refused: GDN_ERR_BACKEND). */
+ * and the OS's permission (asked for at context creation; refused: GDN_ERR_BACKEND). On CPUs with
+ * AVX512-BF16, GDN_ISA_AVX512 can run those bf16 products as dot products instead (opt-in, see
+ * gdn_context_cpu_bf16_products). */
 typedef enum gdn_cpu_isa {
     GDN_ISA_AUTO = 0,
     GDN_ISA_SCALAR = 1,
@@ -191,6 +193,20 @@ GDN_API int gdn_context_num_threads(const gdn_context *ctx);
  * opts.cpu_isa, $GDN_CPU_ISA, or the best the CPU and OS allow). GDN_ISA_AUTO for other backends
  * and for a NULL ctx. */
 GDN_API gdn_cpu_isa gdn_context_cpu_isa(const gdn_context *ctx);
+
+/* How a cpu-backend context multiplies bf16 q, k, v in the chunked delta rule (all three bf16):
+ * with bf16 products (bf16 operands, f32 accumulation and state; the bf16 bar, 5e-3) on AMX tiles
+ * at the amx level, or by AVX512-BF16 dot products at the avx512 level when the CPU has them and
+ * the environment variable GDN_CPU_BF16_DOT=1 asks for them at context creation (they measure
+ * slower than the f32 kernels, so they are not the default); else in f32 on converted rows by
+ * the level's f32 kernels (the f32 bar). GDN_BF16_PRODUCTS_F32 for other backends and for a NULL
+ * ctx. */
+typedef enum gdn_bf16_products {
+    GDN_BF16_PRODUCTS_F32 = 0,
+    GDN_BF16_PRODUCTS_AVX512BF16 = 1,
+    GDN_BF16_PRODUCTS_AMX = 2
+} gdn_bf16_products;
+GDN_API gdn_bf16_products gdn_context_cpu_bf16_products(const gdn_context *ctx);
 
 /* Sets the cudaStream_t later ops are enqueued on (ignored by host backends). */
 GDN_API gdn_status gdn_context_set_stream(gdn_context *ctx, void *stream);

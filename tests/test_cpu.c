@@ -7,11 +7,14 @@
  *   - a 65536-token sequence stays within 1e-5 (SPEC section 8);
  *   - the chunked WY kernels at every level on the same random configurations with every chunk
  *     size (T below, at and past the chunk, varlen with empty and one-token sequences), f32
- *     outputs and states within 1e-5 of the float64 reference (5e-3 for bf16 inputs on AMX);
+ *     outputs and states within 1e-5 of the float64 reference (5e-3 for bf16 inputs with bf16
+ *     products: AMX tiles, or AVX512-BF16 dot products at the avx512 level, an extra pass with
+ *     GDN_CPU_BF16_DOT=1 on CPUs that have them);
  *   - long memory (values the state predicts, so v - S^T k cancels) keeps the chunked kernels
- *     state within 1e-5, and AMX's within 1e-3, a fifth of its general bar;
+ *     state within 1e-5, and the bf16 products' within 1e-3, a fifth of their general bar;
  *   - the chunked form's two schedules (tasks per thread, and chunks + state columns in parallel
  *     when there are fewer tasks than threads) give the same bytes. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "delta_case.h"
 #include "harness.h"
 
@@ -92,16 +95,21 @@ static void test_levels(rng *r)
         gdn_cpu_isa isa;
         unsigned need;
         const char *name;
-    } levels[] = {{GDN_ISA_SCALAR, 0, "scalar"},
-                  {GDN_ISA_AVX2, GDN_CPU_AVX2, "avx2"},
-                  {GDN_ISA_AVX512, GDN_CPU_AVX512F, "avx512"},
-                  {GDN_ISA_AMX, GDN_CPU_AMX_BF16 | GDN_CPU_AVX512F, "amx"}};
+        bool bf16_dot; /* GDN_CPU_BF16_DOT=1: bf16 inputs by AVX512-BF16 dot products */
+    } levels[] = {{GDN_ISA_SCALAR, 0, "scalar", false},
+                  {GDN_ISA_AVX2, GDN_CPU_AVX2, "avx2", false},
+                  {GDN_ISA_AVX512, GDN_CPU_AVX512F, "avx512", false},
+                  {GDN_ISA_AVX512, GDN_CPU_AVX512F | GDN_CPU_AVX512BF16, "avx512+bf16dot", true},
+                  {GDN_ISA_AMX, GDN_CPU_AMX_BF16 | GDN_CPU_AVX512F, "amx", false}};
     for (size_t l = 0; l < sizeof levels / sizeof levels[0]; l++) {
         if ((gdn_cpu_features() & levels[l].need) != levels[l].need) {
             printf("%s: not on this CPU, skipped\n", levels[l].name);
             continue;
         }
+        if (levels[l].bf16_dot)
+            setenv("GDN_CPU_BF16_DOT", "1", 1);
         gdn_context *ctx = cpu_context(levels[l].isa, 3);
+        unsetenv("GDN_CPU_BF16_DOT");
         if (!ctx && levels[l].isa == GDN_ISA_AMX) { /* no AMX kernels built, or the OS said no */
             printf("amx: %s, skipped\n", gdn_last_error(NULL));
             continue;
@@ -111,18 +119,27 @@ static void test_levels(rng *r)
             continue;
         CHECK(gdn_context_cpu_isa(ctx) == levels[l].isa, "%s: context runs level %d",
               levels[l].name, (int)gdn_context_cpu_isa(ctx));
+        const bool bf16_products = gdn_context_cpu_bf16_products(ctx) != GDN_BF16_PRODUCTS_F32;
+        CHECK(!bf16_products || levels[l].isa == GDN_ISA_AMX ||
+                  (levels[l].isa == GDN_ISA_AVX512 && (gdn_cpu_features() & GDN_CPU_AVX512BF16)),
+              "%s: bf16 products where the level has none", levels[l].name);
+        const gdn_bf16_products want = levels[l].isa == GDN_ISA_AMX ? GDN_BF16_PRODUCTS_AMX
+                                       : levels[l].bf16_dot       ? GDN_BF16_PRODUCTS_AVX512BF16
+                                                                  : GDN_BF16_PRODUCTS_F32;
+        CHECK(gdn_context_cpu_bf16_products(ctx) == want || (levels[l].bf16_dot && !bf16_products),
+              "%s: bf16 products %d, expected %d", levels[l].name,
+              (int)gdn_context_cpu_bf16_products(ctx), (int)want);
         for (int i = 0; i < 16; i++) {
             delta_config f = random_config(r, i);
             f.chunk = (int[]){0, 16, 32, 64, 128}[rng_int(r, 0, 4)];
-            const bool amx = levels[l].isa == GDN_ISA_AMX;
-            if (amx && i % 2 == 0)
-                f.dtype = GDN_BF16; /* the inputs AMX takes */
+            if (bf16_products && i % 2 == 0)
+                f.dtype = GDN_BF16; /* the inputs the bf16 products take */
             delta_case c;
             delta_case_init(&c, &f, r);
             compare(ctx, &c, GDN_ALGO_RECURRENT, 1e-5, levels[l].name);
-            /* AMX products: bf16 operands, the bf16 bar */
-            compare(ctx, &c, GDN_ALGO_CHUNKED, amx && f.dtype == GDN_BF16 ? 5e-3 : 1e-5,
-                    levels[l].name);
+            /* bf16 products: bf16 operands, the bf16 bar */
+            compare(ctx, &c, GDN_ALGO_CHUNKED,
+                    bf16_products && f.dtype == GDN_BF16 ? 5e-3 : 1e-5, levels[l].name);
             delta_case_free(&c);
         }
         gdn_context_destroy(ctx);
@@ -133,22 +150,23 @@ static void test_levels(rng *r)
  * nearly cancels in every token. The chunked form must form that residual before rounding
  * anything: on AMX, rounding beta e^G k and beta v to bf16 first (the earlier kernels) left the
  * state 1.4e-3 to 2.6e-3 off on these cases; forming it in f32, with R and the update's V' as
- * hi + lo parts, 1.5e-6 to 3.3e-6 (measured on an AMX host). bf16 on AMX is held to 1e-3 for
- * the state here, a fifth of its general bar (outputs keep 5e-3: P V' rounds V' once). */
+ * hi + lo parts, 1.5e-6 to 3.3e-6 (measured on an AMX host). bf16 products (AMX or AVX512-BF16)
+ * are held to 1e-3 for the state here, a fifth of their general bar (outputs keep 5e-3: P V'
+ * rounds V' once). */
 static void test_long_memory(rng *r)
 {
     gdn_context *ctx = cpu_context(GDN_ISA_AUTO, 3);
     if (!ctx)
         return;
-    const bool amx = gdn_context_cpu_isa(ctx) == GDN_ISA_AMX;
+    const bool bf16 = gdn_context_cpu_bf16_products(ctx) != GDN_BF16_PRODUCTS_F32;
     for (int i = 0; i < 4; i++) {
         delta_config f = delta_config_long_memory(i, r);
-        if (amx)
+        if (bf16)
             f.dtype = GDN_BF16;
         delta_case c;
         delta_case_init(&c, &f, r);
-        const double err = compare2(ctx, &c, GDN_ALGO_CHUNKED, amx ? 5e-3 : 1e-5,
-                                    amx ? 1e-3 : 1e-5, "long memory, chunked");
+        const double err = compare2(ctx, &c, GDN_ALGO_CHUNKED, bf16 ? 5e-3 : 1e-5,
+                                    bf16 ? 1e-3 : 1e-5, "long memory, chunked");
         printf("long memory, chunked at the active level: state error %.2e\n", err);
         delta_case_free(&c);
     }
@@ -248,8 +266,9 @@ static void test_long_and_chunked(rng *r)
     g.T = 100;
     delta_case d;
     delta_case_init(&d, &g, r);
-    const bool amx = gdn_context_cpu_isa(ctx) == GDN_ISA_AMX && g.dtype == GDN_BF16;
-    compare(ctx, &d, GDN_ALGO_CHUNKED, amx ? 5e-3 : 1e-5, "chunked");
+    const bool bf16 = gdn_context_cpu_bf16_products(ctx) != GDN_BF16_PRODUCTS_F32 &&
+                      g.dtype == GDN_BF16;
+    compare(ctx, &d, GDN_ALGO_CHUNKED, bf16 ? 5e-3 : 1e-5, "chunked");
     delta_case_free(&d);
     gdn_context_destroy(ctx);
 }

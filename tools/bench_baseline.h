@@ -25,5 +25,8 @@ double baseline_fma_peak_gflops(int threads);
  * this build has no AMX code. Call only where the CPU has AMX and the OS granted it (a cpu
  * context at the amx level). */
 double bench_amx_peak_gflops(int threads);
+/* Measured AVX512-BF16 throughput (VDPBF16PS) of `threads` threads in GFLOP/s, best of 5; 0 when
+ * this build has no AVX512-BF16 code. Call only where the CPU has AVX512-BF16. */
+double bench_dpbf16_peak_gflops(int threads);
 
 #endif

@@ -6,8 +6,9 @@
  * Counting: the recurrence's own multiply-adds, 4 K V per token and head (decay, read, write,
  * output), 2 flops each, for ours and the baseline alike (the chunked form at C = 32 does about
  * as many: 3 K V per token on the state plus C (2K + ...) within the chunk). peak_fraction is
- * against the f32 FMA peak, or for bf16 rows at the amx level (AMX products) against the AMX
- * bf16 peak; both measured first in the same run. Times are the best of a few runs (this
+ * against the f32 FMA peak, or for bf16 rows run with bf16 products against those products' bf16
+ * peak (AMX tiles at the amx level, AVX512-BF16 dot products at avx512); both measured first in
+ * the same run. Times are the best of a few runs (this
  * machine is shared). */
 #include "bench_baseline.h"
 #include "gdn_tool.h"
@@ -132,10 +133,14 @@ int bench_cpu(gdn_context *ctx, bool json, const char *json_path, uint64_t seed)
     if (!json)
         fprintf(stderr, "[gdn bench] measuring the f32 FMA peak on %d threads\n", threads);
     const double peak = baseline_fma_peak_gflops(threads);
-    const bool amx = gdn_context_cpu_isa(ctx) == GDN_ISA_AMX;
-    if (amx && !json)
-        fprintf(stderr, "[gdn bench] measuring the AMX bf16 peak on %d threads\n", threads);
-    const double amx_peak = amx ? bench_amx_peak_gflops(threads) : 0.0;
+    /* bf16 rows with bf16 products are held against those products' own measured peak */
+    const gdn_bf16_products prod = gdn_context_cpu_bf16_products(ctx);
+    const char *bf16_name = prod == GDN_BF16_PRODUCTS_AMX ? "amx_bf16" : "avx512_bf16";
+    if (prod != GDN_BF16_PRODUCTS_F32 && !json)
+        fprintf(stderr, "[gdn bench] measuring the %s peak on %d threads\n", bf16_name, threads);
+    const double bf16_peak = prod == GDN_BF16_PRODUCTS_AMX        ? bench_amx_peak_gflops(threads)
+                             : prod == GDN_BF16_PRODUCTS_AVX512BF16 ? bench_dpbf16_peak_gflops(threads)
+                                                                    : 0.0;
     cpu_row rows[16];
     int n = 0;
     static const int64_t Ts[] = {1024, 4096, 16384}, HVs[] = {32, 8};
@@ -158,7 +163,7 @@ int bench_cpu(gdn_context *ctx, bool json, const char *json_path, uint64_t seed)
     }
     double row_peak[16];
     for (int i = 0; i < n; i++) /* which peak a row is held against */
-        row_peak[i] = amx && amx_peak > 0.0 && rows[i].dtype == GDN_BF16 ? amx_peak : peak;
+        row_peak[i] = bf16_peak > 0.0 && rows[i].dtype == GDN_BF16 ? bf16_peak : peak;
     FILE *jf = json_path ? fopen(json_path, "w") : (json ? stdout : NULL);
     if (json_path && !jf) {
         fprintf(stderr, "gdn bench: cannot write %s\n", json_path);
@@ -177,7 +182,7 @@ int bench_cpu(gdn_context *ctx, bool json, const char *json_path, uint64_t seed)
                     i ? ",\n " : "", w->op, isa, gdn_dtype_name(w->dtype), (long long)w->B,
                     (long long)w->T, (long long)w->H, (long long)w->HV, DK, DV, threads, w->ms,
                     (double)(w->B * w->T) / (w->ms * 1e-3), w->gflops,
-                    row_peak[i] == peak ? "f32_fma" : "amx_bf16", row_peak[i],
+                    row_peak[i] == peak ? "f32_fma" : bf16_name, row_peak[i],
                     w->gflops / row_peak[i], w->base_ms, w->base_ms / w->ms);
         }
         fprintf(jf, "]\n");
@@ -187,8 +192,9 @@ int bench_cpu(gdn_context *ctx, bool json, const char *json_path, uint64_t seed)
     if (!json) {
         printf("gdn bench: cpu backend (%s kernels, %d threads), K=V=128, H=HV/2, f32 state; "
                "f32 FMA peak measured: %.1f GFLOP/s", isa, threads, peak);
-        if (amx)
-            printf("; AMX bf16 peak measured: %.1f GFLOP/s (bf16 rows' peak_frac)", amx_peak);
+        if (bf16_peak > 0.0)
+            printf("; %s peak measured: %.1f GFLOP/s (bf16 rows' peak_frac)", bf16_name,
+                   bf16_peak);
         printf("\n");
         printf("%-8s %-5s %4s %6s %4s %10s %12s %9s %9s %12s\n", "op", "dtype", "B", "T", "HV",
                "ms", "tokens/s", "GFLOP/s", "peak_frac", "vs_baseline");

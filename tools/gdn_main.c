@@ -169,8 +169,12 @@ int cmd_info(int argc, char **argv)
         gdn_context *cpu = NULL;
         if (gdn_context_create(&cpu, &co) == GDN_OK) {
             static const char *isa[] = {"auto", "scalar", "avx2", "avx512", "amx"};
-            printf("cpu backend:  %s kernels, %d threads (GDN_CPU_ISA overrides)\n",
-                   isa[gdn_context_cpu_isa(cpu)], gdn_context_num_threads(cpu));
+            static const char *prod[] = {"f32 kernels (converted rows)",
+                                         "avx512_bf16 dot products (GDN_CPU_BF16_DOT=1)",
+                                         "amx tiles"};
+            printf("cpu backend:  %s kernels, %d threads (GDN_CPU_ISA overrides); bf16 inputs: "
+                   "%s\n", isa[gdn_context_cpu_isa(cpu)], gdn_context_num_threads(cpu),
+                   prod[gdn_context_cpu_bf16_products(cpu)]);
             gdn_context_destroy(cpu);
         }
         printf("cuda devices: %d\n", ndev);

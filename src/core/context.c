@@ -147,6 +147,12 @@ gdn_cpu_isa gdn_context_cpu_isa(const gdn_context *ctx)
     return ctx && ctx->ops->id == GDN_BACKEND_CPU ? gdn_cpu_backend_isa(ctx) : GDN_ISA_AUTO;
 }
 
+gdn_bf16_products gdn_context_cpu_bf16_products(const gdn_context *ctx)
+{
+    return ctx && ctx->ops->id == GDN_BACKEND_CPU ? gdn_cpu_backend_bf16_products(ctx)
+                                                  : GDN_BF16_PRODUCTS_F32;
+}
+
 static gdn_status null_ctx(const char *fn)
 {
     return gdn_fail(NULL, GDN_ERR_NULL, fn, "ctx is NULL, expected a gdn_context");

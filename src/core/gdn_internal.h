@@ -111,6 +111,7 @@ extern const gdn_backend_ops gdn_ref_backend;
 extern const gdn_backend_ops gdn_cpu_backend;
 /* The ISA level and the pool size of a cpu-backend context (src/cpu). */
 gdn_cpu_isa gdn_cpu_backend_isa(const gdn_context *ctx);
+gdn_bf16_products gdn_cpu_backend_bf16_products(const gdn_context *ctx);
 int gdn_cpu_backend_threads(const gdn_context *ctx);
 #ifdef GDN_HAVE_CUDA
 extern const gdn_backend_ops gdn_cuda_backend;

@@ -95,13 +95,14 @@ typedef struct cpu_chunk_record {
     float *KT;              /* [Kp, Cp] K^T with column m scaled by e^(G_last - G_m).  AMX:
                              * unused */
     float *P;               /* [Cp, Cp] lower scale q_i.k_j e^(G_i - G_j), j <= i (AMX: bf16) */
-    float *T;               /* [Cp, Cp] AMX only: (I + A)^-1 as hi and lo bf16 parts */
-    float *rows;            /* [3 Cp] AMX only: per-row factors (see amx_prep) */
+    float *T;               /* [Cp, Cp] bf16 kernels only: (I + A)^-1 as hi and lo bf16 parts */
+    float *rows;            /* [3 Cp] bf16 kernels only: per-row factors (see bf16_prep) */
     float *decay;           /* [1] e^G_last */
 } cpu_chunk_record;
 
 typedef struct cpu_chunk_kernels {
     int64_t pad;            /* every padded size is a multiple of this */
+    int64_t chunk;          /* the chunk length run when the call leaves it to the backend */
     bool bf16_qk;           /* takes q, k as their bf16 input rows (it is only given bf16
                              * inputs) and applies their L2 norm itself, as factors on f32
                              * results (a normalised row rounded again would cost q.k and k.k
@@ -124,14 +125,20 @@ typedef struct cpu_chunk_kernels {
 } cpu_chunk_kernels;
 
 extern const cpu_chunk_kernels cpu_chunk_scalar, cpu_chunk_avx2, cpu_chunk_avx512;
-/* bf16 operands on AMX tiles, f32 accumulation and state (cpu_chunked_amx.c); NULL when the
- * build has no AMX support. */
+/* The bf16-input kernels (cpu_chunked_bf16_impl.h): bf16 operands with f32 accumulation and
+ * state, the products on AMX tiles (cpu_chunked_amx.c) or by AVX512-BF16 dot products
+ * (cpu_chunked_avx512bf16.c); NULL when the build has no support for them. */
 extern const cpu_chunk_kernels *const cpu_chunk_amx;
+extern const cpu_chunk_kernels *const cpu_chunk_avx512bf16;
 
 typedef struct cpu_backend_state {
     cpu_pool *pool;
     gdn_cpu_isa isa;  /* active level: SCALAR, AVX2, AVX512 or AMX (avx512 + AMX products) */
     const cpu_chunk_kernels *chunk; /* that level's chunked kernels */
+    const cpu_chunk_kernels *chunk_bf16; /* the level's kernels for bf16 q, k, v: AMX products
+                                          * at amx, AVX512-BF16 dot products at avx512 where
+                                          * the CPU has them; else NULL (the f32 kernels run
+                                          * on converted rows) */
 } cpu_backend_state;
 
 /* The log-decay g and write strength beta of token `tok` of value head hv in batch row `row`,

@@ -93,6 +93,21 @@ static const cpu_chunk_kernels *chunk_kernels(gdn_cpu_isa isa)
                                  : &cpu_chunk_scalar;
 }
 
+/* bf16 products for bf16 inputs: AMX tiles at the amx level. AVX512-BF16 dot products at the
+ * avx512 level only when GDN_CPU_BF16_DOT=1 asks for them: with the hi + lo operands their
+ * precision needs, they do about twice the f32 kernels' multiply-adds at twice the rate per
+ * instruction, and measured slower than the f32 kernels (docs/PERFORMANCE.md). */
+static const cpu_chunk_kernels *chunk_bf16_kernels(gdn_cpu_isa isa)
+{
+    if (isa == GDN_ISA_AMX)
+        return cpu_chunk_amx;
+    const char *dot = getenv("GDN_CPU_BF16_DOT");
+    if (isa == GDN_ISA_AVX512 && (gdn_cpu_features() & GDN_CPU_AVX512BF16) && dot &&
+        !strcmp(dot, "1"))
+        return cpu_chunk_avx512bf16;
+    return NULL;
+}
+
 static gdn_status cpu_init(gdn_context *ctx)
 {
     cpu_backend_state *s = calloc(1, sizeof *s);
@@ -104,6 +119,7 @@ static gdn_status cpu_init(gdn_context *ctx)
         return st;
     }
     s->chunk = chunk_kernels(s->isa);
+    s->chunk_bf16 = chunk_bf16_kernels(s->isa);
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     int threads = ctx->opts.num_threads ? ctx->opts.num_threads : (int)(online > 0 ? online : 1);
     s->pool = cpu_pool_create(threads);
@@ -207,4 +223,12 @@ gdn_cpu_isa gdn_cpu_backend_isa(const gdn_context *ctx)
 {
     const cpu_backend_state *s = ctx->backend_state;
     return s ? s->isa : GDN_ISA_AUTO;
+}
+
+gdn_bf16_products gdn_cpu_backend_bf16_products(const gdn_context *ctx)
+{
+    const cpu_backend_state *s = ctx->backend_state;
+    if (!s || !s->chunk_bf16)
+        return GDN_BF16_PRODUCTS_F32;
+    return s->chunk_bf16 == cpu_chunk_amx ? GDN_BF16_PRODUCTS_AMX : GDN_BF16_PRODUCTS_AVX512BF16;
 }

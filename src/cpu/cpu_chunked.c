@@ -27,26 +27,23 @@ static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 /* Floats of one buffer, rounded so that every carved buffer starts 64 bytes apart. */
 static size_t floats(int64_t n) { return (size_t)round_up(n, 16); }
 
-/* The chunk length the cpu runs: the caller's chunk_size, else 32 for the f32 kernels (no tile
- * shape to fill, and 32 costs fewer multiply-adds per token than 64: the C^2 terms halve while
- * the state's 3 K V stay; docs/PERFORMANCE.md has the measurement) and 64 on AMX, whose products
- * are cheap next to the per-chunk f32 work on the state. */
+/* The chunk length the cpu runs: the caller's chunk_size, else the kernels' own (32 for the
+ * f32 kernels, 64 for the bf16 ones, whose products are cheap next to the per-chunk f32 work on
+ * the state). */
 static int64_t chunk_len(const cpu_chunk_kernels *k, const gdn_delta_rule_problem *p)
 {
-    if (p->a.chunk_size)
-        return p->chunk;
-    return k == cpu_chunk_amx ? 64 : 32;
+    return p->a.chunk_size ? p->chunk : k->chunk;
 }
 
-/* AMX for bf16 q, k, v at the amx level; the level's f32 kernels otherwise (f32 inputs need
- * f32 products for their 1e-5 bar; f16 ones would lose bits to bf16). */
+/* The bf16 kernels for bf16 q, k, v where the level has them; the level's f32 kernels otherwise
+ * (f32 inputs need f32 products for their 1e-5 bar; f16 ones would lose bits to bf16). */
 static const cpu_chunk_kernels *kernels_for(const cpu_backend_state *st,
                                             const gdn_delta_rule_problem *p)
 {
     const gdn_delta_rule_args *a = &p->a;
-    if (st->isa == GDN_ISA_AMX && cpu_chunk_amx && a->q.dtype == GDN_BF16 &&
-        a->k.dtype == GDN_BF16 && a->v.dtype == GDN_BF16)
-        return cpu_chunk_amx;
+    if (st->chunk_bf16 && a->q.dtype == GDN_BF16 && a->k.dtype == GDN_BF16 &&
+        a->v.dtype == GDN_BF16)
+        return st->chunk_bf16;
     return st->chunk;
 }
 

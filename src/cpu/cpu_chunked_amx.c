@@ -1,28 +1,10 @@
-/* The chunked WY form with its matrix products on AMX tiles: bf16 operands, f32 accumulation,
- * f32 state (cpu_chunked.c runs it for bf16 inputs at the amx level). The f32 steps between the
- * products (gates and masks, the triangular inverse, the decay factors) are the avx512 kernels'
- * own code, included from cpu_chunked_impl.h; row scalings ride on the bf16 packing.
+/* The bf16 chunked kernels (cpu_chunked_bf16_impl.h) with their products on AMX tiles: the amx
+ * level's kernels for bf16 q, k, v.
  *
- * Precision, for the bf16 bar of 5e-3, with long memory in mind (the new value v and the state's
- * prediction e^G k S nearly cancel): the state pass forms the residual R = beta (v - e^G k S)
- * in f32 from the exact bf16 k, v and S as hi + lo bf16 parts, and only then rounds it; the
- * inverse (I + A)^-1 and R itself enter V' = (I + A)^-1 R as hi + lo parts, and so does the
- * scaled V' of the state update: the state then stays close to f32 accuracy. q and k enter
- * every product as the exact bf16 inputs, their inverse L2 norms applied to the f32 results (a
- * normalised row rounded again would cost q.k and k.k up to 2^-9 |q||k|). Q S also takes S as
- * hi + lo; only P and V' of the output's P V' are rounded once. Every product accumulates in
- * f32 tiles and the state stays f32.
- *
- * Tiles: one configuration for every product, 8 tiles of 16 rows x 64 bytes; a 32 x 32 block of
- * f32 results in tiles 0-3, two A tiles (16 rows x 32 bf16) in 4-5, two B tiles in 6-7. B operands
- * are "VNNI" packed: word (p, j) holds rows 2p and 2p + 1 of column j as two bf16. */
+ * One tile configuration for every product, 8 tiles of 16 rows x 64 bytes: a 32 x 32 block of
+ * f32 results in tiles 0-3, two A tiles (16 rows x 32 bf16) in 4-5, two B tiles in 6-7. */
 #if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512BF16__)
-#define LANES 16
-#define MR 8
-#define NV 2
-#include "cpu_chunked_impl.h"
-
-#include <immintrin.h>
+#include "cpu_chunked_bf16_impl.h"
 
 typedef struct amx_config {
     uint8_t palette, start_row, reserved[14];
@@ -30,7 +12,7 @@ typedef struct amx_config {
     uint8_t rows[16];
 } amx_config;
 
-static void tiles_begin(void)
+static void products_begin(void)
 {
     _Alignas(64) amx_config cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -42,22 +24,10 @@ static void tiles_begin(void)
     _tile_loadconfig(&cfg);
 }
 
-/* One product term: A [M, depth] bf16 row-major (lda elements), B VNNI [depth / 2, N] words
- * (ldb words); depth a multiple of 32. */
-typedef struct amx_term {
-    const uint16_t *A;
-    int64_t lda;
-    const uint32_t *B;
-    int64_t ldb, depth;
-} amx_term;
+static void products_end(void) { _tile_release(); }
 
-/* What amx_gemm may skip: A_LOWER, the terms' A are lower triangular (row block i0 stops at
- * depth i0 + 32); C_LOWER, only C's blocks on or below its diagonal are wanted. */
-enum { A_LOWER = 1, C_LOWER = 2 };
-
-/* C [M, N] f32 (ldc) = Cin (or 0 when NULL; may be C) + sum of the terms; M, N multiples of 32. */
-static void amx_gemm(int64_t M, int64_t N, const amx_term *terms, int nterms, const float *Cin,
-                     int64_t ldi, float *C, int64_t ldc, int skip)
+static void bf16_gemm(int64_t M, int64_t N, const bf16_term *terms, int nterms, const float *Cin,
+                      int64_t ldi, float *C, int64_t ldc, int skip)
 {
     for (int64_t i0 = 0; i0 < M; i0 += 32)
         for (int64_t j0 = 0; j0 < N && (!(skip & C_LOWER) || j0 <= i0); j0 += 32) {
@@ -73,7 +43,7 @@ static void amx_gemm(int64_t M, int64_t N, const amx_term *terms, int nterms, co
                 _tile_zero(3);
             }
             for (int t = 0; t < nterms; t++) {
-                const amx_term *x = &terms[t];
+                const bf16_term *x = &terms[t];
                 const int64_t depth =
                     skip & A_LOWER && i0 + 32 < x->depth ? i0 + 32 : x->depth;
                 for (int64_t d = 0; d < depth; d += 32) {
@@ -94,297 +64,7 @@ static void amx_gemm(int64_t M, int64_t N, const amx_term *terms, int nterms, co
         }
 }
 
-/* 16 bf16 (round to nearest even) of 16 f32, widened to 32-bit lanes in the low half. */
-static inline __m512i bf16_lanes(__m512 x)
-{
-    return _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(x));
-}
-
-static inline __m512 bf16_value(__m512i lanes) /* back to f32 */
-{
-    return _mm512_castsi512_ps(_mm512_slli_epi32(lanes, 16));
-}
-
-/* Y [rows, cols] bf16 row-major (ldy) = X [rows, cols] f32 (ldx), cols a multiple of 32. Y may
- * overlay X when ldy == ldx: each block is read before anything at or past it is written. */
-static void to_bf16(const float *X, int64_t ldx, int64_t rows, int64_t cols, uint16_t *Y,
-                    int64_t ldy)
-{
-    for (int64_t i = 0; i < rows; i++)
-        for (int64_t j = 0; j < cols; j += 32) {
-            const __m512 lo = _mm512_loadu_ps(X + i * ldx + j);
-            const __m512 hi = _mm512_loadu_ps(X + i * ldx + j + 16);
-            _mm512_storeu_si512(Y + i * ldy + j, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
-        }
-}
-
-/* hi and lo bf16 parts (X = hi + lo to ~2^-16) of X [rows, cols] f32, row-major. */
-static void to_bf16_split(const float *X, int64_t ldx, int64_t rows, int64_t cols, uint16_t *hi,
-                          uint16_t *lo, int64_t ldy)
-{
-    for (int64_t i = 0; i < rows; i++)
-        for (int64_t j = 0; j < cols; j += 16) {
-            const __m512 x = _mm512_loadu_ps(X + i * ldx + j);
-            const __m512i h = bf16_lanes(x);
-            const __m512i l = bf16_lanes(_mm512_sub_ps(x, bf16_value(h)));
-            _mm256_storeu_si256((__m256i *)(hi + i * ldy + j), _mm512_cvtepi32_epi16(h));
-            _mm256_storeu_si256((__m256i *)(lo + i * ldy + j), _mm512_cvtepi32_epi16(l));
-        }
-}
-
-/* VNNI words of X [depth, cols] f32 (ldx): word (p, j) = bf16 X[2p][j] | bf16 X[2p+1][j] << 16.
- * depth even, cols a multiple of 16. */
-static void to_vnni(const float *X, int64_t ldx, int64_t depth, int64_t cols, uint32_t *vw,
-                    int64_t ldv)
-{
-    for (int64_t p = 0; p < depth / 2; p++)
-        for (int64_t j = 0; j < cols; j += 16) {
-            const __m512i h0 = bf16_lanes(_mm512_loadu_ps(X + 2 * p * ldx + j));
-            const __m512i h1 = bf16_lanes(_mm512_loadu_ps(X + (2 * p + 1) * ldx + j));
-            _mm512_storeu_si512(vw + p * ldv + j, _mm512_or_si512(h0, _mm512_slli_epi32(h1, 16)));
-        }
-}
-
-/* Rows x0 and x1 of a VNNI pair as hi and lo bf16 parts (x = hi + lo to ~2^-16), 16 words each. */
-static inline void vnni_split_pair(__m512 x0, __m512 x1, uint32_t *hi, uint32_t *lo)
-{
-    const __m512i h0 = bf16_lanes(x0), h1 = bf16_lanes(x1);
-    const __m512i l0 = bf16_lanes(_mm512_sub_ps(x0, bf16_value(h0)));
-    const __m512i l1 = bf16_lanes(_mm512_sub_ps(x1, bf16_value(h1)));
-    _mm512_storeu_si512(hi, _mm512_or_si512(h0, _mm512_slli_epi32(h1, 16)));
-    _mm512_storeu_si512(lo, _mm512_or_si512(l0, _mm512_slli_epi32(l1, 16)));
-}
-
-/* to_vnni's words as hi and lo parts, for operands whose rounding would cost the result. */
-static void to_vnni_split(const float *X, int64_t ldx, int64_t depth, int64_t cols,
-                          const float *scale, uint32_t *hi, uint32_t *lo, int64_t ldv)
-{
-    for (int64_t p = 0; p < depth / 2; p++) {
-        const __m512 s0 = _mm512_set1_ps(scale[2 * p]), s1 = _mm512_set1_ps(scale[2 * p + 1]);
-        const float *x0 = X + 2 * p * ldx, *x1 = x0 + ldx;
-        for (int64_t j = 0; j < cols; j += 16)
-            vnni_split_pair(_mm512_mul_ps(s0, _mm512_loadu_ps(x0 + j)),
-                            _mm512_mul_ps(s1, _mm512_loadu_ps(x1 + j)), hi + p * ldv + j,
-                            lo + p * ldv + j);
-    }
-}
-
-/* The state's operand for K S and Q S: S [depth, cols] (ld) as hi + lo VNNI words, while S itself
- * becomes decay S for the update, in the same sweep. */
-static void state_to_vnni(float *S, int64_t ld, int64_t depth, int64_t cols, float decay,
-                          uint32_t *hi, uint32_t *lo, int64_t ldv)
-{
-    const __m512 d = _mm512_set1_ps(decay);
-    for (int64_t p = 0; p < depth / 2; p++)
-        for (int64_t j = 0; j < cols; j += 16) {
-            float *s0 = S + 2 * p * ld + j, *s1 = s0 + ld;
-            const __m512 x0 = _mm512_loadu_ps(s0), x1 = _mm512_loadu_ps(s1);
-            vnni_split_pair(x0, x1, hi + p * ldv + j, lo + p * ldv + j);
-            _mm512_storeu_ps(s0, _mm512_mul_ps(d, x0));
-            _mm512_storeu_ps(s1, _mm512_mul_ps(d, x1));
-        }
-}
-
-/* Y = X^T for one 16 x 16 block of 32-bit words (rows ldx and ldy words apart): pairs of words
- * interleaved, then pairs of pairs, leave each 128-bit lane holding a 4 x 4 block transposed;
- * two rounds of lane shuffles put the lanes in place. */
-static void transpose_16x16(const uint32_t *X, int64_t ldx, uint32_t *Y, int64_t ldy)
-{
-    __m512i r[16], t[16];
-    for (int i = 0; i < 16; i++)
-        r[i] = _mm512_loadu_si512(X + i * ldx);
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-    }
-    /* r[4 g + m], lane L: column 4 L + m of rows 4 g .. 4 g + 3 */
-    for (int g = 0; g < 16; g += 4) {
-        r[g] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
-        r[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
-        r[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
-        r[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
-    }
-    for (int m = 0; m < 4; m++) {
-        const __m512i a_lo = _mm512_shuffle_i32x4(r[m], r[4 + m], 0x44);
-        const __m512i a_hi = _mm512_shuffle_i32x4(r[m], r[4 + m], 0xee);
-        const __m512i b_lo = _mm512_shuffle_i32x4(r[8 + m], r[12 + m], 0x44);
-        const __m512i b_hi = _mm512_shuffle_i32x4(r[8 + m], r[12 + m], 0xee);
-        _mm512_storeu_si512(Y + m * ldy, _mm512_shuffle_i32x4(a_lo, b_lo, 0x88));
-        _mm512_storeu_si512(Y + (4 + m) * ldy, _mm512_shuffle_i32x4(a_lo, b_lo, 0xdd));
-        _mm512_storeu_si512(Y + (8 + m) * ldy, _mm512_shuffle_i32x4(a_hi, b_hi, 0x88));
-        _mm512_storeu_si512(Y + (12 + m) * ldy, _mm512_shuffle_i32x4(a_hi, b_hi, 0xdd));
-    }
-}
-
-/* XT [cols, rows] = X^T for X [rows, cols] of 32-bit words, both multiples of 16. A pair of bf16
- * is one word, so this turns bf16 rows into VNNI words of their transpose and back. */
-static void transpose_words(const uint32_t *X, int64_t rows, int64_t cols, uint32_t *XT)
-{
-    for (int64_t r = 0; r < rows; r += 16)
-        for (int64_t c = 0; c < cols; c += 16)
-            transpose_16x16(X + r * cols + c, cols, XT + c * rows + r, rows);
-}
-
-/* VNNI words of X [rows, cols] bf16 row-major: word (p, j) = X[2p][j] | X[2p+1][j] << 16; rows
- * even, cols a multiple of 16. */
-static void rows_to_vnni(const uint16_t *X, int64_t rows, int64_t cols, uint32_t *vw)
-{
-    for (int64_t p = 0; p < rows / 2; p++)
-        for (int64_t j = 0; j < cols; j += 16) {
-            const __m512i r0 = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(X + 2 * p * cols + j)));
-            const __m512i r1 = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(X + (2 * p + 1) * cols + j)));
-            _mm512_storeu_si512(vw + p * cols + j, _mm512_or_si512(r0, _mm512_slli_epi32(r1, 16)));
-        }
-}
-
-static size_t amx_scratch_floats(const cpu_chunk_geom *g)
-{
-    const size_t Cp = (size_t)g->Cp, Kp = (size_t)g->Kp, Vp = (size_t)g->Vp;
-    /* keys: K^T words for K K^T, K words for K^T; state: S hi + lo words, two V'-sized areas */
-    const size_t keys = Kp * Cp / 2 + Cp * Kp / 2;
-    const size_t state = Kp * Vp + Cp * Vp;
-    return keys > state ? keys : state;
-}
-
-/* X [n, n] *= x_i y_j on and below the diagonal's 32 x 32 blocks (the blocks amx_gemm wrote
- * with C_LOWER), for the inverse norms of raw q, k */
-static void scale_outer_lower(float *X, int64_t n, const float *x, const float *y)
-{
-    for (int64_t i = 0; i < n; i++) {
-        const int64_t end = (i / 32 + 1) * 32;
-        for (int64_t j = 0; j < end; j += 16) {
-            const __m512 v = _mm512_loadu_ps(X + i * n + j);
-            const __m512 f = _mm512_mul_ps(_mm512_set1_ps(x[i]), _mm512_loadu_ps(y + j));
-            _mm512_storeu_ps(X + i * n + j, _mm512_mul_ps(v, f));
-        }
-    }
-}
-
-/* inv[i] = 1 / sqrt(||x_i||^2 + eps) for the bf16 rows of X [rows, cols] (cols a multiple of
- * 16), or 1 when the call does not normalise. */
-static void inverse_norms(const uint16_t *X, int64_t rows, int64_t cols, bool l2, float *inv)
-{
-    for (int64_t i = 0; i < rows; i++) {
-        __m512 ss = _mm512_setzero_ps();
-        for (int64_t j = 0; l2 && j < cols; j += 16) {
-            const __m512 x = bf16_value(
-                _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(X + i * cols + j))));
-            ss = _mm512_fmadd_ps(x, x, ss);
-        }
-        inv[i] = l2 ? (float)(1.0 / sqrt((double)_mm512_reduce_add_ps(ss) + GDN_L2NORM_EPS)) : 1.0f;
-    }
-}
-
-/* keys->Q and keys->K arrive as the bf16 inputs (bf16_qk): K K^T and Q K^T from them, scaled by
- * the inverse norms in f32, and K^T as bf16 rows [Kp, Cp] (the VNNI words of K, transposed). */
-static void amx_prep_keys(const cpu_chunk_geom *g, cpu_chunk_keys *keys, float *scratch)
-{
-    const int64_t Cp = g->Cp, Kp = g->Kp;
-    const uint16_t *K16 = (const uint16_t *)keys->K, *Q16 = (const uint16_t *)keys->Q;
-    uint32_t *KTw = (uint32_t *)scratch, *Kw = KTw + Kp / 2 * Cp;
-    inverse_norms(Q16, Cp, Kp, g->l2norm, keys->iq);
-    inverse_norms(K16, Cp, Kp, g->l2norm, keys->ik);
-    tiles_begin();
-    transpose_words((const uint32_t *)K16, Cp, Kp / 2, KTw);
-    const amx_term kk = {K16, Kp, KTw, Cp, Kp}, qk = {Q16, Kp, KTw, Cp, Kp};
-    amx_gemm(Cp, Cp, &kk, 1, NULL, 0, keys->KK, Cp, C_LOWER);
-    amx_gemm(Cp, Cp, &qk, 1, NULL, 0, keys->QK, Cp, C_LOWER);
-    _tile_release();
-    scale_outer_lower(keys->KK, Cp, keys->ik, keys->ik);
-    scale_outer_lower(keys->QK, Cp, keys->iq, keys->ik);
-    rows_to_vnni(K16, Cp, Kp, Kw);
-    transpose_words(Kw, Cp / 2, Kp, (uint32_t *)keys->KT);
-}
-
-/* Record areas (cpu.h): P the gated masked q.k as bf16, T = (I + A)^-1 as hi then lo bf16,
- * U = diag(beta) V in f32, and rows three per-row factors: -beta_i e^G_i / ||k_i|| (the
- * residual's), scale e^G_i / ||q_i|| (the output's) and e^(G_last - G_m) / ||k_m|| (the state
- * update's). Every operand that is rounded to bf16 is either an exact input or a quantity that
- * no later step subtracts from a larger one. */
-static void amx_prep(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_chunk_inputs *in,
-                     cpu_chunk_record *rec, float *scratch)
-{
-    (void)scratch;
-    const int64_t Cp = g->Cp, Vp = g->Vp;
-    uint16_t *Th = (uint16_t *)rec->T, *Tl = Th + Cp * Cp;
-    gate_and_mask(g, keys, in, rec->P);
-    unit_lower_inverse(in->A, in->Tinv, Cp);
-    to_bf16_split(in->Tinv, Cp, Cp, Cp, Th, Tl, Cp);
-    to_bf16(rec->P, Cp, Cp, Cp, (uint16_t *)rec->P, Cp);
-    float *res = rec->rows, *out = res + Cp, *upd = out + Cp;
-    decay_to_end(in->G, Cp, upd);
-    for (int64_t i = 0; i < Cp; i++) {
-        const float eg = expf(in->G[i]);
-        res[i] = -in->beta[i] * eg * keys->ik[i];
-        out[i] = g->scale * eg * keys->iq[i];
-        upd[i] *= keys->ik[i];
-        const __m512 b = _mm512_set1_ps(in->beta[i]);
-        for (int64_t x = 0; x < Vp; x += 16)
-            _mm512_storeu_ps(rec->U + i * Vp + x,
-                             _mm512_mul_ps(b, _mm512_loadu_ps(in->Vc + i * Vp + x)));
-    }
-    *rec->decay = expf(in->G[Cp - 1]);
-}
-
-/* R = U + diag(f) X (both [rows, cols] f32, ld) as hi + lo VNNI words: the residual
- * beta (v - e^G k S / ||k||) is formed in f32 before anything is rounded. */
-static void residual_to_vnni(const float *U, const float *X, int64_t ld, int64_t rows,
-                             int64_t cols, const float *f, uint32_t *hi, uint32_t *lo, int64_t ldv)
-{
-    for (int64_t p = 0; p < rows / 2; p++) {
-        const __m512 f0 = _mm512_set1_ps(f[2 * p]), f1 = _mm512_set1_ps(f[2 * p + 1]);
-        const int64_t r0 = 2 * p * ld, r1 = r0 + ld;
-        for (int64_t j = 0; j < cols; j += 16)
-            vnni_split_pair(
-                _mm512_fmadd_ps(f0, _mm512_loadu_ps(X + r0 + j), _mm512_loadu_ps(U + r0 + j)),
-                _mm512_fmadd_ps(f1, _mm512_loadu_ps(X + r1 + j), _mm512_loadu_ps(U + r1 + j)),
-                hi + p * ldv + j, lo + p * ldv + j);
-    }
-}
-
-/* V' = T R with R = diag(beta) V + diag(res) K S, O = diag(out) Q S + P V',
- * S = decay S + K^T diag(upd) V' (the factors of amx_prep). R and diag(upd) V' enter as hi + lo
- * parts: they carry the state from chunk to chunk, and with them it keeps close to f32
- * accuracy; P V' feeds only this chunk's outputs and takes V' rounded once. */
-static void amx_state(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_chunk_record *rec,
-                      float *S, int64_t c0, int64_t nc, float *O, float *scratch)
-{
-    const int64_t Cp = g->Cp, Kp = g->Kp, Vp = g->Vp;
-    uint32_t *Sh = (uint32_t *)scratch, *Sl = Sh + Kp / 2 * nc;
-    uint32_t *Xh = Sl + Kp / 2 * nc, *Xl = Xh + Cp / 2 * nc; /* R, then V' */
-    const uint16_t *K16 = (const uint16_t *)keys->K, *Q16 = (const uint16_t *)keys->Q;
-    const uint16_t *P16 = (const uint16_t *)rec->P, *KT16 = (const uint16_t *)keys->KT;
-    const uint16_t *Th = (const uint16_t *)rec->T, *Tl = Th + Cp * Cp;
-    const float *res = rec->rows, *out = res + Cp, *upd = out + Cp;
-    float *U = rec->U + c0;
-    S += c0;
-    O += c0;
-    tiles_begin();
-    state_to_vnni(S, Vp, Kp, nc, *rec->decay, Sh, Sl, nc);
-    const amx_term ks[2] = {{K16, Kp, Sh, nc, Kp}, {K16, Kp, Sl, nc, Kp}};
-    amx_gemm(Cp, nc, ks, 2, NULL, 0, O, Vp, 0); /* K S, in O until O is made */
-    residual_to_vnni(U, O, Vp, Cp, nc, res, Xh, Xl, nc);
-    const amx_term tr[3] = {{Th, Cp, Xh, nc, Cp}, {Tl, Cp, Xh, nc, Cp}, {Th, Cp, Xl, nc, Cp}};
-    amx_gemm(Cp, nc, tr, 3, NULL, 0, U, Vp, A_LOWER); /* V' = T R */
-    const amx_term qs[2] = {{Q16, Kp, Sh, nc, Kp}, {Q16, Kp, Sl, nc, Kp}};
-    amx_gemm(Cp, nc, qs, 2, NULL, 0, O, Vp, 0);
-    to_vnni(U, Vp, Cp, nc, Xh, nc);
-    for (int64_t i = 0; i < Cp; i++) { /* O = diag(out) Q S, then + P V' on the tiles */
-        const __m512 f = _mm512_set1_ps(out[i]);
-        for (int64_t x = 0; x < nc; x += 16)
-            _mm512_storeu_ps(O + i * Vp + x, _mm512_mul_ps(f, _mm512_loadu_ps(O + i * Vp + x)));
-    }
-    const amx_term pv = {P16, Cp, Xh, nc, Cp};
-    amx_gemm(Cp, nc, &pv, 1, O, Vp, O, Vp, A_LOWER);
-    to_vnni_split(U, Vp, Cp, nc, upd, Xh, Xl, nc);
-    const amx_term kv[2] = {{KT16, Cp, Xh, nc, Cp}, {KT16, Cp, Xl, nc, Cp}};
-    amx_gemm(Kp, nc, kv, 2, S, Vp, S, Vp, 0); /* S = decay S + K^T diag(upd) V' */
-    _tile_release();
-}
-
-static const cpu_chunk_kernels amx_kernels = {32, true, load_row, store_row, amx_scratch_floats, amx_prep_keys,
-                                              amx_prep, amx_state};
-const cpu_chunk_kernels *const cpu_chunk_amx = &amx_kernels;
+const cpu_chunk_kernels *const cpu_chunk_amx = &bf16_kernels;
 #else
 #include "cpu.h"
 const cpu_chunk_kernels *const cpu_chunk_amx = NULL;

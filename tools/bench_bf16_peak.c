@@ -1,0 +1,115 @@
+/* The bf16 peaks for `gdn bench --backend cpu`, each thread running back-to-back products into
+ * independent f32 accumulators: AMX, TDPBF16PS into four 16 x 16 tiles (2 x 16 x 16 x 32 flops
+ * each); AVX512-BF16, VDPBF16PS into twelve zmm registers (2 x 16 x 2 flops each). Built with the
+ * instruction flags where the compiler has them; elsewhere a peak reads 0 (not measured). The
+ * cpu context asks the OS for the tile state before the AMX peak runs (its amx level). */
+#include "bench_baseline.h"
+
+#include "common.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+#if (defined(__AMX_TILE__) && defined(__AMX_BF16__)) || defined(__AVX512BF16__)
+#include <immintrin.h>
+
+/* Best of 5 runs of `worker` on `threads` threads; GFLOP/s for `flops` per thread and run. */
+static double best_of_5(void *(*worker)(void *), int threads, double flops)
+{
+    pthread_t tid[64];
+    volatile float sink[64];
+    threads = threads > 64 ? 64 : threads;
+    double best = 0.0;
+    for (int rep = 0; rep < 5; rep++) {
+        double t0 = now_seconds();
+        for (int i = 1; i < threads; i++)
+            pthread_create(&tid[i], NULL, worker, (void *)&sink[i]);
+        worker((void *)&sink[0]);
+        for (int i = 1; i < threads; i++)
+            pthread_join(tid[i], NULL);
+        const double g = flops * threads / (now_seconds() - t0) * 1e-9;
+        best = g > best ? g : best;
+    }
+    return best;
+}
+#endif
+
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__)
+
+enum { AMX_ITERS = 2000000 };
+
+static void *amx_worker(void *arg)
+{
+    _Alignas(64) uint8_t cfg[64];
+    memset(cfg, 0, sizeof cfg);
+    cfg[0] = 1; /* palette 1: colsb[t] at 16 + 2t, rows[t] at 48 + t */
+    for (int t = 0; t < 8; t++) {
+        cfg[16 + 2 * t] = 64;
+        cfg[48 + t] = 16;
+    }
+    _Alignas(64) static const uint16_t a[16 * 32];
+    _Alignas(64) float out[16 * 16];
+    _tile_loadconfig(cfg);
+    _tile_loadd(4, a, 64);
+    _tile_loadd(5, a, 64);
+    _tile_loadd(6, a, 64);
+    _tile_loadd(7, a, 64);
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (int i = 0; i < AMX_ITERS; i++) {
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_stored(0, out, 64);
+    _tile_release();
+    *(volatile float *)arg = out[0];
+    return NULL;
+}
+
+double bench_amx_peak_gflops(int threads)
+{
+    return best_of_5(amx_worker, threads, 4.0 * 2 * 16 * 16 * 32 * (double)AMX_ITERS);
+}
+#else
+double bench_amx_peak_gflops(int threads)
+{
+    (void)threads;
+    return 0.0;
+}
+#endif
+
+#if defined(__AVX512BF16__) && defined(__AVX512F__)
+enum { DP_ITERS = 10000000, DP_ACCS = 12 };
+
+static void *dpbf16_worker(void *arg)
+{
+    __m512 acc[DP_ACCS];
+    for (int r = 0; r < DP_ACCS; r++)
+        acc[r] = _mm512_setzero_ps();
+    const __m512bh a = (__m512bh)_mm512_set1_epi32(0x3f803f80), b = a; /* pairs of 1.0 */
+    for (int i = 0; i < DP_ITERS; i++)
+        for (int r = 0; r < DP_ACCS; r++)
+            acc[r] = _mm512_dpbf16_ps(acc[r], a, b);
+    float sum = 0.0f;
+    for (int r = 0; r < DP_ACCS; r++)
+        sum += _mm512_reduce_add_ps(acc[r]);
+    *(volatile float *)arg = sum;
+    return NULL;
+}
+
+double bench_dpbf16_peak_gflops(int threads)
+{
+    return best_of_5(dpbf16_worker, threads, 2.0 * 16 * 2 * DP_ACCS * (double)DP_ITERS);
+}
+#else
+double bench_dpbf16_peak_gflops(int threads)
+{
+    (void)threads;
+    return 0.0;
+}
+#endif
