@@ -86,7 +86,7 @@ typedef struct cpu_chunk_inputs {
 } cpu_chunk_inputs;
 
 /* What the state pass needs from a chunk and value head, beside its keys. The f32 kernels' use
- * of each area is given first; the AMX kernels' (cpu_chunked_amx.c) after "AMX:". */
+ * of each area is given first; the bf16 kernels' (cpu_chunked_bf16_impl.h) after "AMX:". */
 typedef struct cpu_chunk_record {
     float *W;               /* [Cp, Kp] -(I + A)^-1 diag(beta e^G) K.  AMX: unused */
     float *U;               /* [Cp, Vp] (I + A)^-1 diag(beta) V; the state pass turns it into

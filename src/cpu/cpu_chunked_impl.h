@@ -120,7 +120,7 @@ static void decay_to_end(const float *G, int64_t Cp, float *tail)
 }
 
 
-#ifdef CPU_CHUNK_KERNELS /* the f32 kernels (cpu_chunked_amx.c uses only the helpers above) */
+#ifdef CPU_CHUNK_KERNELS /* the f32 kernels (cpu_chunked_bf16_impl.h uses only the helpers above) */
 static void scale_rows(float *X, int64_t ld, int64_t i, float s)
 {
     for (int64_t j = 0; j < ld; j += LANES)
