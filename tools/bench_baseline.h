@@ -19,6 +19,9 @@ typedef struct baseline_problem {
 
 /* Runs the four-pass baseline on `threads` threads. */
 void baseline_run(const baseline_problem *p, int threads);
+/* GFLOP/s of `worker` (given a float to sink its result into) run on `threads` threads at once,
+ * `flops` per thread and run; the best of 5 runs. */
+double peak_gflops(void *(*worker)(void *), int threads, double flops);
 /* Measured f32 FMA throughput of `threads` threads, in GFLOP/s (2 flops per FMA), best of 5. */
 double baseline_fma_peak_gflops(int threads);
 /* Measured AMX bf16 throughput (TDPBF16PS) of `threads` threads in GFLOP/s, best of 5; 0 when

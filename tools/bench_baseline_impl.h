@@ -98,18 +98,6 @@ static void *peak_worker(void *arg)
     return NULL;
 }
 
-double CAT(BASELINE_NAME, _fma_peak)(int threads, double (*clock)(void))
-{
-    pthread_t tid[64];
-    volatile float sink[64];
-    if (threads > 64)
-        threads = 64;
-    double t0 = clock();
-    for (int i = 1; i < threads; i++)
-        pthread_create(&tid[i], NULL, peak_worker, (void *)&sink[i]);
-    peak_worker((void *)&sink[0]);
-    for (int i = 1; i < threads; i++)
-        pthread_join(tid[i], NULL);
-    double s = clock() - t0;
-    return 2.0 * 12 * PEAK_LANES * 20000000.0 * threads / s * 1e-9;
-}
+/* The FMA peak's per-thread work, for peak_gflops (bench_baseline.c): the worker and its flops. */
+void *CAT(BASELINE_NAME, _fma_worker)(void *sink) { return peak_worker(sink); }
+const double CAT(BASELINE_NAME, _fma_flops) = 2.0 * 12 * PEAK_LANES * 20000000.0;

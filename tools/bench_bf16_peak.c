@@ -5,34 +5,11 @@
  * cpu context asks the OS for the tile state before the AMX peak runs (its amx level). */
 #include "bench_baseline.h"
 
-#include "common.h"
-
-#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
 #if (defined(__AMX_TILE__) && defined(__AMX_BF16__)) || defined(__AVX512BF16__)
 #include <immintrin.h>
-
-/* Best of 5 runs of `worker` on `threads` threads; GFLOP/s for `flops` per thread and run. */
-static double best_of_5(void *(*worker)(void *), int threads, double flops)
-{
-    pthread_t tid[64];
-    volatile float sink[64];
-    threads = threads > 64 ? 64 : threads;
-    double best = 0.0;
-    for (int rep = 0; rep < 5; rep++) {
-        double t0 = now_seconds();
-        for (int i = 1; i < threads; i++)
-            pthread_create(&tid[i], NULL, worker, (void *)&sink[i]);
-        worker((void *)&sink[0]);
-        for (int i = 1; i < threads; i++)
-            pthread_join(tid[i], NULL);
-        const double g = flops * threads / (now_seconds() - t0) * 1e-9;
-        best = g > best ? g : best;
-    }
-    return best;
-}
 #endif
 
 #if defined(__AMX_TILE__) && defined(__AMX_BF16__)
@@ -73,7 +50,7 @@ static void *amx_worker(void *arg)
 
 double bench_amx_peak_gflops(int threads)
 {
-    return best_of_5(amx_worker, threads, 4.0 * 2 * 16 * 16 * 32 * (double)AMX_ITERS);
+    return peak_gflops(amx_worker, threads, 4.0 * 2 * 16 * 16 * 32 * (double)AMX_ITERS);
 }
 #else
 double bench_amx_peak_gflops(int threads)
@@ -104,7 +81,7 @@ static void *dpbf16_worker(void *arg)
 
 double bench_dpbf16_peak_gflops(int threads)
 {
-    return best_of_5(dpbf16_worker, threads, 2.0 * 16 * 2 * DP_ACCS * (double)DP_ITERS);
+    return peak_gflops(dpbf16_worker, threads, 2.0 * 16 * 2 * DP_ACCS * (double)DP_ITERS);
 }
 #else
 double bench_dpbf16_peak_gflops(int threads)
