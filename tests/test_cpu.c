@@ -153,11 +153,8 @@ static void test_levels(rng *r)
  * hi + lo parts, 1.5e-6 to 3.3e-6 (measured on an AMX host). bf16 products (AMX or AVX512-BF16)
  * are held to 1e-3 for the state here, a fifth of their general bar (outputs keep 5e-3: P V'
  * rounds V' once). */
-static void test_long_memory(rng *r)
+static void long_memory_on(gdn_context *ctx, const char *what, rng *r)
 {
-    gdn_context *ctx = cpu_context(GDN_ISA_AUTO, 3);
-    if (!ctx)
-        return;
     const bool bf16 = gdn_context_cpu_bf16_products(ctx) != GDN_BF16_PRODUCTS_F32;
     for (int i = 0; i < 4; i++) {
         delta_config f = delta_config_long_memory(i, r);
@@ -167,9 +164,26 @@ static void test_long_memory(rng *r)
         delta_case_init(&c, &f, r);
         const double err = compare2(ctx, &c, GDN_ALGO_CHUNKED, bf16 ? 5e-3 : 1e-5,
                                     bf16 ? 1e-3 : 1e-5, "long memory, chunked");
-        printf("long memory, chunked at the active level: state error %.2e\n", err);
+        printf("long memory, chunked at %s: state error %.2e\n", what, err);
         delta_case_free(&c);
     }
+}
+
+/* At the active level, and with the AVX512-BF16 dot products where the CPU has them. */
+static void test_long_memory(rng *r)
+{
+    gdn_context *ctx = cpu_context(GDN_ISA_AUTO, 3);
+    if (ctx)
+        long_memory_on(ctx, "the active level", r);
+    gdn_context_destroy(ctx);
+    const unsigned dot = GDN_CPU_AVX512F | GDN_CPU_AVX512BF16;
+    if ((gdn_cpu_features() & dot) != dot)
+        return;
+    setenv("GDN_CPU_BF16_DOT", "1", 1);
+    ctx = cpu_context(GDN_ISA_AVX512, 3);
+    unsetenv("GDN_CPU_BF16_DOT");
+    if (ctx && gdn_context_cpu_bf16_products(ctx) == GDN_BF16_PRODUCTS_AVX512BF16)
+        long_memory_on(ctx, "avx512 with bf16 dot products", r);
     gdn_context_destroy(ctx);
 }
 
