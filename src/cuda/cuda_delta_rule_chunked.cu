@@ -670,34 +670,84 @@ __device__ __forceinline__ void cp_async16_zfill(void *smem, const void *gmem, b
 }
 
 // The chunk's 64 token rows of head `head` (np elements wide, zero past the tensor's last dim
-// and past len) into dst (row stride ld), by cp.async. Needs rows16_ok.
+// and past len) into dst (row stride ld), by cp.async, a half-warp per row. Needs rows16_ok.
 template <class E>
 __device__ __forceinline__ void stage_rows16(E *dst, int ld, const gdn_tensor &t, int64_t row,
                                              int64_t t0, int64_t head, int len, int np)
 {
-    const int per = np / 8, n = (int)t.shape[3];
+    const int n = (int)t.shape[3];
     const E *base = static_cast<const E *>(t.data) + row * t.stride[0] + head * t.stride[2];
-    for (int idx = threadIdx.x; idx < kC * per; idx += kPrepThreads) {
-        const int i = idx / per, x = (idx % per) * 8;
-        const bool valid = i < len && x < n;
-        const E *src = valid ? base + (t0 + i) * t.stride[1] + x : base;
-        cp_async16_zfill(dst + i * ld + x, src, valid);
+    for (int i = threadIdx.x >> 4; i < kC; i += kPrepThreads / 16)
+        for (int x = 8 * (threadIdx.x & 15); x < np; x += 128) {
+            const bool valid = i < len && x < n;
+            const E *src = valid ? base + (t0 + i) * t.stride[1] + x : base;
+            cp_async16_zfill(dst + i * ld + x, src, valid);
+        }
+}
+
+// A 16-byte piece of eight 16-bit elements of the policy's type as f32, and back.
+template <class P>
+__device__ __forceinline__ void unpack8(float (&f)[8], uint4 u)
+{
+    const unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const float2 t = P::unpack(w[i]);
+        f[2 * i] = t.x, f[2 * i + 1] = t.y;
     }
 }
 
-// 1 / ||row|| (the in-kernel L2 norm, as the reference). One warp.
-template <class E>
-__device__ __forceinline__ float inv_norm(const E *row, int np)
+template <class P>
+__device__ __forceinline__ uint4 pack8(const float (&f)[8])
 {
-    const int lane = threadIdx.x & 31;
+    return make_uint4(P::pack(f[0], f[1]), P::pack(f[2], f[3]), P::pack(f[4], f[5]),
+                      P::pack(f[6], f[7]));
+}
+
+// s u as hi + lo pieces: s u = hi + lo to about 2^-16 of each element.
+template <class P>
+__device__ __forceinline__ void scale_split8(uint4 u, float s, uint4 &hi, uint4 &lo)
+{
+    float f[8], h[8];
+    unpack8<P>(f, u);
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        f[i] *= s;
+    const uint4 x = pack8<P>(f);
+    unpack8<P>(h, x);
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        h[i] = f[i] - h[i];
+    lo = pack8<P>(h);
+    hi = x;
+}
+
+// Ik[i] = 1 / ||k_i||, Iq[i] = 1 / ||q_i|| for the chunk's 64 rows (the in-kernel L2 norm, as the
+// reference; 1 without it). Two threads per row, 16-byte reads; the two halves of a row take
+// alternate runs of four pieces, so the eight threads of a shared-memory wavefront (four rows,
+// row starts 16 bytes apart modulo 128) hit distinct banks.
+template <class P, int KP>
+__device__ __forceinline__ void stage_inv_norms(const typename P::st *Ks,
+                                                const typename P::st *Qs, int ld, bool l2,
+                                                float *Ik, float *Iq)
+{
+    static_assert(kPrepThreads == 4 * kC, "two threads per q and k row");
+    constexpr int pieces = KP / 8;
+    const int r = threadIdx.x >> 1, h = threadIdx.x & 1;
+    const typename P::st *row = r < kC ? Ks + r * ld : Qs + (r - kC) * ld;
     float ss = 0.0f;
-    for (int x = lane; x < np; x += 32) {
-        float v = to_f32(row[x]);
-        ss += v * v;
+#pragma unroll
+    for (int j = 0; j < pieces / 2; j++) {
+        const int c = pieces % 8 == 0 ? (j & 3) + 4 * h + 8 * (j >> 2) : j + h * (pieces / 2);
+        float f[8];
+        unpack8<P>(f, *reinterpret_cast<const uint4 *>(row + 8 * c));
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            ss += f[i] * f[i];
     }
-    for (int o = 16; o; o >>= 1)
-        ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    return 1.0f / sqrtf(ss + GDN_L2NORM_EPS);
+    ss += __shfl_xor_sync(0xffffffffu, ss, 1);
+    if (h == 0)
+        (r < kC ? Ik : Iq)[r % kC] = l2 ? 1.0f / sqrtf(ss + GDN_L2NORM_EPS) : 1.0f;
 }
 
 // B fragments of two n-tiles (16 x 16 at (k0, n0)) of B = Y^T, Y row-major [n][k].
@@ -777,7 +827,7 @@ __device__ void unit_lower_inverse_tc(const float *Am, float *Tm, float *Xs, int
     }
 }
 
-template <class P>
+template <class P, int KP>
 __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p)
 {
     using E = typename P::st;
@@ -801,8 +851,8 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
     const seq_info s = ct.s;
     const int64_t t0 = ct.t0, kh = ct.kh, ch = ct.ch;
     const int len = ct.len;
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const int KP = d.KP, VP = d.VP;
+    const int tid = threadIdx.x, warp = tid >> 5;
+    const int VP = d.VP;
 
     stage_gates(p, ct, hv, Gs, Bs);
     if (rows16_ok(a.k, p.K) && rows16_ok(a.q, p.K) && rows16_ok(a.v, p.V)) {
@@ -823,13 +873,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
     __syncthreads();
     if (tid >= 32 && tid < kC)
         Gs[tid] += Gs[31];
-    for (int i = warp; i < 2 * kC; i += kPrepThreads / 32) {
-        const float inv = !a.qk_l2norm ? 1.0f
-                          : i < kC     ? inv_norm(Ks + i * d.ldk, KP)
-                                       : inv_norm(Qs + (i - kC) * d.ldk, KP);
-        if (lane == 0)
-            (i < kC ? Ik : Iq)[i % kC] = inv;
-    }
+    stage_inv_norms<P, KP>(Ks, Qs, d.ldk, a.qk_l2norm, Ik, Iq);
     __syncthreads();
     if (tid < kC) {
         Eg[tid] = expf(Gs[tid]);
@@ -881,24 +925,30 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
     // hi in place of K and V, lo in Q's place (once Q is out) and in A's (the inverse is made).
     E *Kl = Qs, *Vl = reinterpret_cast<E *>(Am);
     { // Q and K as they came to the workspace (their factors scale e^G / ||q|| and
-      // e^(G_last - G) / ||k|| go to eg and ek); K and V scaled into W's and U's right operands
+      // e^(G_last - G) / ||k|| go to eg and ek); K and V scaled into W's and U's right operands.
+      // A half-warp per row, 16 bytes a thread; each piece of Q is read before the same thread
+      // writes K's lo part in its place.
         E *qd = static_cast<E *>(p.Qd) + ch * kC * KP, *kd = static_cast<E *>(p.Kd) + ch * kC * KP;
-        for (int i = warp; i < kC; i += kPrepThreads / 32) {
-            const float fk = El[i] * Ik[i], fb = Bs[i] * Eg[i] * Ik[i], fv = Bs[i];
-            if (lane == 0) {
-                p.eg[ch * kC + i] = p.scale * Eg[i] * Iq[i];
-                p.ek[ch * kC + i] = fk;
+        if (tid < kC) {
+            p.eg[ch * kC + tid] = p.scale * Eg[tid] * Iq[tid];
+            p.ek[ch * kC + tid] = El[tid] * Ik[tid];
+        }
+        for (int i = tid >> 4; i < kC; i += kPrepThreads / 16) {
+            const float fb = Bs[i] * Eg[i] * Ik[i], fv = Bs[i];
+            for (int x = 8 * (tid & 15); x < KP; x += 128) {
+                const int at = i * d.ldk + x;
+                const uint4 kv = *reinterpret_cast<const uint4 *>(Ks + at);
+                *reinterpret_cast<uint4 *>(qd + i * KP + x) =
+                    *reinterpret_cast<const uint4 *>(Qs + at);
+                *reinterpret_cast<uint4 *>(kd + i * KP + x) = kv;
+                scale_split8<P>(kv, fb, *reinterpret_cast<uint4 *>(Ks + at),
+                                *reinterpret_cast<uint4 *>(Kl + at));
             }
-            for (int x = 2 * lane; x < KP; x += 64) {
-                const float q0 = to_f32(Qs[i * d.ldk + x]), q1 = to_f32(Qs[i * d.ldk + x + 1]);
-                const float k0 = to_f32(Ks[i * d.ldk + x]), k1 = to_f32(Ks[i * d.ldk + x + 1]);
-                store_pair(qd + i * KP + x, q0, q1);
-                store_pair(kd + i * KP + x, k0, k1);
-                store_pair_split(Ks + i * d.ldk + x, Kl + i * d.ldk + x, fb * k0, fb * k1);
-            }
-            for (int x = 2 * lane; x < VP; x += 64) {
+            for (int x = 8 * (tid & 15); x < VP; x += 128) {
                 const int at = i * d.ldv + x;
-                store_pair_split(Vs + at, Vl + at, fv * to_f32(Vs[at]), fv * to_f32(Vs[at + 1]));
+                scale_split8<P>(*reinterpret_cast<const uint4 *>(Vs + at), fv,
+                                *reinterpret_cast<uint4 *>(Vs + at),
+                                *reinterpret_cast<uint4 *>(Vl + at));
             }
         }
         if (tid == 0)
@@ -1370,10 +1420,16 @@ int max_shared_optin()
     return bytes;
 }
 
-// The state pass; split calls first make every segment's maps.
+// The 16-bit kernels for K <= KP: the preparation, then the state pass (split calls first make
+// every segment's maps).
 template <class P, int KP>
-void launch_state_tc(const ck_args &k, cudaStream_t stream)
+void launch_tc(const ck_args &k, cudaStream_t stream)
 {
+    cudaFuncSetAttribute(chunk_prep_tc<P, KP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         k.d.prep_tc_bytes);
+    if (k.nc > 0)
+        chunk_prep_tc<P, KP><<<dim3((unsigned)k.nc, (unsigned)k.HV), kPrepThreads,
+                               k.d.prep_tc_bytes, stream>>>(k);
     const int64_t VT = k.d.VP / kVT;
     if (k.nslots > k.N) {
         cudaFuncSetAttribute(chunk_state_tc<P, KP, false>,
@@ -1393,15 +1449,11 @@ gdn_status launch_chunked(gdn_context *ctx, ck_args &k, cudaStream_t stream)
     chunk_offsets<<<1, 1024, 0, stream>>>(k);
     const dim3 chunks((unsigned)k.nc, (unsigned)k.HV);
     if constexpr (P::KS == 16) {
-        cudaFuncSetAttribute(chunk_prep_tc<P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             k.d.prep_tc_bytes);
-        if (k.nc > 0)
-            chunk_prep_tc<P><<<chunks, kPrepThreads, k.d.prep_tc_bytes, stream>>>(k);
         switch (k.d.KP) {
-        case 32: launch_state_tc<P, 32>(k, stream); break;
-        case 64: launch_state_tc<P, 64>(k, stream); break;
-        case 96: launch_state_tc<P, 96>(k, stream); break;
-        default: launch_state_tc<P, 128>(k, stream); break;
+        case 32: launch_tc<P, 32>(k, stream); break;
+        case 64: launch_tc<P, 64>(k, stream); break;
+        case 96: launch_tc<P, 96>(k, stream); break;
+        default: launch_tc<P, 128>(k, stream); break;
         }
     } else {
         cudaFuncSetAttribute(chunk_prep<P>, cudaFuncAttributeMaxDynamicSharedMemorySize,

@@ -56,6 +56,11 @@ struct prec_bf16 {
         __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
         return *reinterpret_cast<unsigned *>(&v);
     }
+    // The two elements of a pair made by pack (lo in the low 16 bits), as f32.
+    __device__ static __forceinline__ float2 unpack(unsigned w)
+    {
+        return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
+    }
     __device__ static __forceinline__ void mma(float (&c)[4], const unsigned (&a)[4],
                                                const unsigned (&b)[2])
     {
@@ -73,6 +78,11 @@ struct prec_f16 {
     {
         __half2 v = __floats2half2_rn(lo, hi);
         return *reinterpret_cast<unsigned *>(&v);
+    }
+    __device__ static __forceinline__ float2 unpack(unsigned w)
+    {
+        return make_float2(__half2float(__ushort_as_half((unsigned short)(w & 0xffffu))),
+                           __half2float(__ushort_as_half((unsigned short)(w >> 16))));
     }
     __device__ static __forceinline__ void mma(float (&c)[4], const unsigned (&a)[4],
                                                const unsigned (&b)[2])
