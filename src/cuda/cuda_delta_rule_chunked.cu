@@ -46,6 +46,35 @@ constexpr int kMaxDim = 128;    // K and V (shared memory budget)
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
+// chunk_state_tc's shared memory for K <= KP and a 16-bit type of es bytes: two stages of W
+// (hi, lo), Q, K, U (f32), Aqk; V'; the update's scaled V' (hi, lo); two 16-bit copies of S
+// (hi, lo). A compile-time constant in the kernel, so every shared address is a per-thread base
+// plus an immediate; dims_for copies it for the host.
+struct tc_layout {
+    int ldk, ldu, ldq;                                 // row strides (elements)
+    int w, wl, q, k, u, a, stage, vn, vk, sb, bytes;   // byte offsets; stage: one stage's size
+};
+
+__host__ __device__ constexpr int round16(int bytes) { return (bytes + 15) / 16 * 16; }
+
+__host__ __device__ constexpr tc_layout tc_layout_for(int KP, int es)
+{
+    tc_layout L{};
+    L.ldk = KP + 16 / es, L.ldu = kVT + 16 / es, L.ldq = kC + 16 / es;
+    L.w = 0;
+    L.wl = L.w + round16(kC * L.ldk * es);
+    L.q = L.wl + round16(kC * L.ldk * es);
+    L.k = L.q + round16(kC * L.ldk * es);
+    L.u = L.k + round16(kC * L.ldk * es);
+    L.a = L.u + round16(kC * (kVT + 4) * 4); // f32, row stride kVT + 4
+    L.stage = L.a + round16(kC * L.ldq * es);
+    L.vn = 2 * L.stage;
+    L.vk = L.vn + round16(kC * L.ldu * es);
+    L.sb = L.vk + round16(2 * kC * L.ldu * es);
+    L.bytes = L.sb + round16(2 * KP * L.ldu * es);
+    return L;
+}
+
 // Shapes, strides and offsets shared by the host and both kernels.
 struct ck_dims {
     int KP, VP;                 // K, V rounded up to 32
@@ -54,9 +83,7 @@ struct ck_dims {
     // shared-memory byte offsets
     int p_k, p_q, p_v, p_a, p_t, p_x, p_g, p_b, prep_bytes;
     int s_w, s_q, s_k, s_u, s_aq, s_vn, s_s, state_bytes;
-    // chunk_state_tc (16-bit types): two stages of W (hi, lo), Q, K, U, Aqk; V'; the update's
-    // scaled V' (hi, lo); two 16-bit copies of S (hi, lo)
-    int t_w, t_wl, t_q, t_k, t_u, t_a, t_stage, t_vn, t_vk, t_sb, tc_bytes;
+    int tc_bytes;               // chunk_state_tc's shared memory (tc_layout)
     // chunk_prep_tc (16-bit types): q, k, v tiles; f32 A, T and block-row scratch (row stride
     // ldf, even so that pairs load 8 bytes at a time); per-token G, beta and their exponentials
     int ldf, r_k, r_q, r_v, r_a, r_t, r_x, r_g, r_b, r_eg, r_el, r_iq, r_ik, prep_tc_bytes;
@@ -113,19 +140,7 @@ ck_dims dims_for(int64_t K, int64_t V, int es)
     d.s_vn = take(kC * d.ldu * es);
     d.s_s = take(d.KP * d.lds * 4);
     d.state_bytes = at;
-    at = 0;
-    d.t_w = take(kC * d.ldk * es);
-    d.t_wl = take(kC * d.ldk * es);
-    d.t_q = take(kC * d.ldk * es);
-    d.t_k = take(kC * d.ldk * es);
-    d.t_u = take(kC * (kVT + 4) * 4); // f32, row stride kVT + 4
-    d.t_a = take(kC * d.ldq * es);
-    d.t_stage = at;
-    at = 2 * d.t_stage;
-    d.t_vn = take(kC * d.ldu * es);
-    d.t_vk = take(2 * kC * d.ldu * es);
-    d.t_sb = take(2 * d.KP * d.ldu * es);
-    d.tc_bytes = at;
+    d.tc_bytes = tc_layout_for(d.KP, es).bytes;
     at = 0;
     d.ldf = kC + 4;
     d.r_k = take(kC * d.ldk * es);
@@ -471,10 +486,15 @@ __global__ void __launch_bounds__(kThreads) chunk_prep(const ck_args p)
     }
 }
 
+// 16 bytes from global to the shared-memory address dst (a 32-bit shared-window address).
+__device__ __forceinline__ void cp_async16s(unsigned dst, const void *gmem)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem));
+}
+
 __device__ __forceinline__ void cp_async16(void *smem, const void *gmem)
 {
-    unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem));
+    cp_async16s(static_cast<unsigned>(__cvta_generic_to_shared(smem)), gmem);
 }
 
 // rows x bytes_per_row from global (row stride gstride bytes) to shared (row stride sstride).
@@ -1044,29 +1064,31 @@ __device__ __forceinline__ void stage_chunk(const ck_args &p, unsigned char *sta
 {
     constexpr int es = sizeof(E), row = KP * es, n16 = row / 16, u16 = kVT * 4 / 16,
                   a16 = kC * es / 16;
-    const ck_dims &d = p.d;
+    constexpr tc_layout L = tc_layout_for(KP, es);
     const int64_t kb = (int64_t)kC * KP * es;
     const unsigned char *w = static_cast<const unsigned char *>(p.W) + ch * kb;
     const unsigned char *wl = static_cast<const unsigned char *>(p.Wl) + ch * kb;
     const unsigned char *q = static_cast<const unsigned char *>(p.Qd) + ch * kb;
     const unsigned char *k = static_cast<const unsigned char *>(p.Kd) + ch * kb;
-    const unsigned char *u = static_cast<const unsigned char *>(p.U) + (ch * kC * d.VP + v0) * 4;
+    const unsigned char *u = static_cast<const unsigned char *>(p.U) + (ch * kC * p.d.VP + v0) * 4;
     const unsigned char *aq = static_cast<const unsigned char *>(p.Aq) + ch * kC * kC * es;
+    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(stage));
     for (int idx = threadIdx.x; idx < kC * n16; idx += kTcThreads) {
-        const int r = idx / n16, c = (idx % n16) * 16;
-        cp_async16(stage + d.t_w + r * d.ldk * es + c, w + r * row + c);
-        cp_async16(stage + d.t_wl + r * d.ldk * es + c, wl + r * row + c);
+        const int r = idx / n16, c = idx % n16 * 16, go = r * row + c;
+        const unsigned so = s + r * (L.ldk * es) + c;
+        cp_async16s(so + L.w, w + go);
+        cp_async16s(so + L.wl, wl + go);
         if (OUT)
-            cp_async16(stage + d.t_q + r * d.ldk * es + c, q + r * row + c);
-        cp_async16(stage + d.t_k + r * d.ldk * es + c, k + r * row + c);
+            cp_async16s(so + L.q, q + go);
+        cp_async16s(so + L.k, k + go);
     }
     for (int idx = threadIdx.x; u_in && idx < kC * u16; idx += kTcThreads) {
-        const int r = idx / u16, c = (idx % u16) * 16;
-        cp_async16(stage + d.t_u + r * (kVT + 4) * 4 + c, u + (int64_t)r * d.VP * 4 + c);
+        const int r = idx / u16, c = idx % u16 * 16;
+        cp_async16s(s + L.u + r * (kVT + 4) * 4 + c, u + (int64_t)r * p.d.VP * 4 + c);
     }
     for (int idx = threadIdx.x; OUT && idx < kC * a16; idx += kTcThreads) {
-        const int r = idx / a16, c = (idx % a16) * 16;
-        cp_async16(stage + d.t_a + r * d.ldq * es + c, aq + r * kC * es + c);
+        const int r = idx / a16, c = idx % a16 * 16;
+        cp_async16s(s + L.a + r * (L.ldq * es) + c, aq + r * kC * es + c);
     }
     asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
@@ -1156,12 +1178,13 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
     using E = typename P::st;
     extern __shared__ __align__(16) unsigned char smem[];
     const ck_dims &d = p.d;
-    E *Vn = reinterpret_cast<E *>(smem + d.t_vn);
+    constexpr tc_layout L = tc_layout_for(KP, sizeof(E));
+    E *Vn = reinterpret_cast<E *>(smem + L.vn);
     // diag(e^(G_last - G) / ||k||) V' as hi + lo: the state update's right operand, whose single
     // rounding would land in the state every chunk (with long memory, ~1e-3 of it)
-    E *const Vkh = reinterpret_cast<E *>(smem + d.t_vk), *const Vkl = Vkh + kC * d.ldu;
+    E *const Vkh = reinterpret_cast<E *>(smem + L.vk), *const Vkl = Vkh + kC * L.ldu;
     // S as two 16-bit tiles, Sh + Sl = S to about 16 bits, the right operand of W S and Q S
-    E *const Sh = reinterpret_cast<E *>(smem + d.t_sb), *const Sl = Sh + KP * d.ldu;
+    E *const Sh = reinterpret_cast<E *>(smem + L.sb), *const Sl = Sh + KP * L.ldu;
     const gdn_delta_rule_args &a = p.a;
     const int64_t ntiles = (OUT ? 0 : KP / kVT) + d.VP / kVT, id = blockIdx.x;
     const int tile = (int)(id % ntiles);
@@ -1199,7 +1222,7 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
     if (OUT && seg > 0) // the stage area is free until the first chunk is staged
         stitch_state<KP>(p, S, reinterpret_cast<float *>(smem), p.seg_off[n], seg, hv, v0, owns);
     if (owns)
-        store_state_split<KP>(Sh, Sl, d.ldu, S);
+        store_state_split<KP>(Sh, Sl, L.ldu, S);
     const seq_info s = seq_span(a.cu_seqlens, p.T, n);
     const int64_t all = p.chunk_off[n + 1] - p.chunk_off[n];
     const int64_t c0 = seg * p.segc, first = p.chunk_off[n] + c0;
@@ -1211,17 +1234,17 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
     for (int64_t j = 0; j < nch; j++) {
         const int64_t ch = (first + j) * p.HV + hv, tok0 = s.t0 + kC * (c0 + j);
         const int len = (int)(s.len - kC * (c0 + j) < kC ? s.len - kC * (c0 + j) : kC);
-        const unsigned char *stg = smem + (j & 1) * d.t_stage;
-        const E *Ws = reinterpret_cast<const E *>(stg + d.t_w);
-        const E *Qs = reinterpret_cast<const E *>(stg + d.t_q);
-        const E *Ks = reinterpret_cast<const E *>(stg + d.t_k);
-        const E *Wls = reinterpret_cast<const E *>(stg + d.t_wl);
-        const float *Us = reinterpret_cast<const float *>(stg + d.t_u);
-        const E *As = reinterpret_cast<const E *>(stg + d.t_a);
+        const unsigned char *stg = smem + (j & 1) * L.stage;
+        const E *Ws = reinterpret_cast<const E *>(stg + L.w);
+        const E *Qs = reinterpret_cast<const E *>(stg + L.q);
+        const E *Ks = reinterpret_cast<const E *>(stg + L.k);
+        const E *Wls = reinterpret_cast<const E *>(stg + L.wl);
+        const float *Us = reinterpret_cast<const float *>(stg + L.u);
+        const E *As = reinterpret_cast<const E *>(stg + L.a);
         asm volatile("cp.async.wait_group 0;\n" ::: "memory");
         __syncthreads(); // chunk j and the state copy are in; stage (j + 1) & 1 is free
         if (j + 1 < nch)
-            stage_chunk<E, KP, OUT>(p, smem + ((j + 1) & 1) * d.t_stage, ch + p.HV, v0, !m_cols);
+            stage_chunk<E, KP, OUT>(p, smem + ((j + 1) & 1) * L.stage, ch + p.HV, v0, !m_cols);
         const float decay = p.gl[ch];
         unsigned fa[4], fb[4];
         { // V' = U - W S, W and S as hi + lo (all but lo x lo)
@@ -1230,12 +1253,12 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
             float acc[2][4];
             acc_zero(acc);
             for (int k0 = 0; k0 < KP; k0 += 16) {
-                frag_b2(fb, Sh, d.ldu, k0, 16 * nh);
-                frag_a(fa, Wls, d.ldk, 16 * mt, k0);
+                frag_b2(fb, Sh, L.ldu, k0, 16 * nh);
+                frag_a(fa, Wls, L.ldk, 16 * mt, k0);
                 mma2<P>(acc[0], acc[1], fa, fb);
-                frag_a(fa, Ws, d.ldk, 16 * mt, k0);
+                frag_a(fa, Ws, L.ldk, 16 * mt, k0);
                 mma2<P>(acc[0], acc[1], fa, fb);
-                frag_b2(fb, Sl, d.ldu, k0, 16 * nh);
+                frag_b2(fb, Sl, L.ldu, k0, 16 * nh);
                 mma2<P>(acc[0], acc[1], fa, fb);
             }
 #pragma unroll
@@ -1247,8 +1270,8 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
                     const float u1 = m_cols ? 0.0f : Us[r * (kVT + 4) + c + 1];
                     const float x = u0 - acc[jt][e], y = u1 - acc[jt][e + 1];
                     const float f = e == 0 ? ek0 : ek8;
-                    store_pair(Vn + r * d.ldu + c, x, y);
-                    store_pair_split(Vkh + r * d.ldu + c, Vkl + r * d.ldu + c, f * x, f * y);
+                    store_pair(Vn + r * L.ldu + c, x, y);
+                    store_pair_split(Vkh + r * L.ldu + c, Vkl + r * L.ldu + c, f * x, f * y);
                 }
         }
         __syncthreads(); // V' complete
@@ -1258,10 +1281,10 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
             float acc[2][4];
             acc_zero(acc);
             for (int k0 = 0; k0 < KP; k0 += 16) {
-                frag_a(fa, Qs, d.ldk, 16 * mt, k0);
-                frag_b2(fb, Sh, d.ldu, k0, 16 * nh);
+                frag_a(fa, Qs, L.ldk, 16 * mt, k0);
+                frag_b2(fb, Sh, L.ldu, k0, 16 * nh);
                 mma2<P>(acc[0], acc[1], fa, fb);
-                frag_b2(fb, Sl, d.ldu, k0, 16 * nh);
+                frag_b2(fb, Sl, L.ldu, k0, 16 * nh);
                 mma2<P>(acc[0], acc[1], fa, fb);
             }
 #pragma unroll
@@ -1271,8 +1294,8 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
             }
 #pragma unroll
             for (int k0 = 0; k0 < kC; k0 += 16) {
-                frag_a(fa, As, d.ldq, 16 * mt, k0);
-                frag_b2(fb, Vn, d.ldu, k0, 16 * nh);
+                frag_a(fa, As, L.ldq, 16 * mt, k0);
+                frag_b2(fb, Vn, L.ldu, k0, 16 * nh);
                 mma2<P>(acc[0], acc[1], fa, fb);
             }
             store_out_tile(a.out, s.row, tok0, hv, 16 * mt, len, v0 + 16 * nh, (int)p.V, acc);
@@ -1285,20 +1308,20 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
                     S[jt][e] *= decay;
 #pragma unroll
             for (int k0 = 0; k0 < kC; k0 += 16) {
-                frag_a_trans(fa, Ks, d.ldk, 16 * warp, k0);
-                frag_b2(fb, Vkh, d.ldu, k0, 0);
+                frag_a_trans(fa, Ks, L.ldk, 16 * warp, k0);
+                frag_b2(fb, Vkh, L.ldu, k0, 0);
                 mma2<P>(S[0], S[1], fa, fb);
-                frag_b2(fb, Vkh, d.ldu, k0, 16);
+                frag_b2(fb, Vkh, L.ldu, k0, 16);
                 mma2<P>(S[2], S[3], fa, fb);
-                frag_b2(fb, Vkl, d.ldu, k0, 0);
+                frag_b2(fb, Vkl, L.ldu, k0, 0);
                 mma2<P>(S[0], S[1], fa, fb);
-                frag_b2(fb, Vkl, d.ldu, k0, 16);
+                frag_b2(fb, Vkl, L.ldu, k0, 16);
                 mma2<P>(S[2], S[3], fa, fb);
             }
         }
         __syncthreads(); // every read of the 16-bit copies for this chunk is done
         if (owns)
-            store_state_split<KP>(Sh, Sl, d.ldu, S);
+            store_state_split<KP>(Sh, Sl, L.ldu, S);
     }
     if (!owns)
         return;
