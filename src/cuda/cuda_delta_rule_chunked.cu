@@ -874,14 +874,16 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
     const int tid = threadIdx.x, warp = tid >> 5;
     const int VP = d.VP;
 
-    stage_gates(p, ct, hv, Gs, Bs);
     if (rows16_ok(a.k, p.K) && rows16_ok(a.q, p.K) && rows16_ok(a.v, p.V)) {
-        // every row is whole 16-byte pieces: one round of cp.async for the whole chunk
+        // every row is whole 16-byte pieces: one round of cp.async for the whole chunk, in
+        // flight while the gates load
         stage_rows16<E>(Ks, d.ldk, a.k, s.row, t0, kh, len, KP);
         stage_rows16<E>(Qs, d.ldk, a.q, s.row, t0, kh, len, KP);
         stage_rows16<E>(Vs, d.ldv, a.v, s.row, t0, hv, len, VP);
+        stage_gates(p, ct, hv, Gs, Bs);
         asm volatile("cp.async.wait_all;\n" ::: "memory");
     } else {
+        stage_gates(p, ct, hv, Gs, Bs);
         for (int i = warp; i < kC; i += kPrepThreads / 32) {
             const int64_t tok = t0 + i;
             const bool valid = i < len;
@@ -1093,6 +1095,25 @@ __device__ __forceinline__ void stage_chunk(const ck_args &p, unsigned char *sta
     asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
 
+// A chunk's per-row factors for this thread's rows r and r + 8 of the chunk, and its decay.
+// They come from global memory, so the pass loads them a chunk ahead (their latency was
+// exposed every chunk otherwise).
+struct chunk_factors {
+    float decay;    // e^(G_last)
+    float ek0, ek8; // the update's e^(G_last - G) / ||k|| (16-bit path)
+    float eg0, eg8; // the output's scale e^G / ||q|| (output pass only)
+};
+
+template <bool OUT>
+__device__ __forceinline__ chunk_factors load_factors(const ck_args &p, int64_t ch, int r)
+{
+    chunk_factors f;
+    f.decay = p.gl[ch];
+    f.ek0 = p.ek[ch * kC + r], f.ek8 = p.ek[ch * kC + r + 8];
+    f.eg0 = OUT ? p.eg[ch * kC + r] : 0.0f, f.eg8 = OUT ? p.eg[ch * kC + r + 8] : 0.0f;
+    return f;
+}
+
 // Warp w's state rows (16w..16w+15, 32 columns) as hi and lo 16-bit parts.
 template <int KP, class E>
 __device__ __forceinline__ void store_state_split(E *Sh, E *Sl, int ld, const float (&S)[4][4])
@@ -1227,9 +1248,12 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
     const int64_t all = p.chunk_off[n + 1] - p.chunk_off[n];
     const int64_t c0 = seg * p.segc, first = p.chunk_off[n] + c0;
     const int64_t nch = all - c0 < p.segc ? all - c0 : p.segc;
+    const int frow = 16 * mt + acc_row(0); // this thread's first row of V' and O
+    chunk_factors next{};
     if (nch > 0) {
         __syncthreads(); // the stitch's reads of the stage area are done
         stage_chunk<E, KP, OUT>(p, smem, first * p.HV + hv, v0, !m_cols);
+        next = load_factors<OUT>(p, first * p.HV + hv, frow);
     }
     for (int64_t j = 0; j < nch; j++) {
         const int64_t ch = (first + j) * p.HV + hv, tok0 = s.t0 + kC * (c0 + j);
@@ -1243,13 +1267,15 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
         const E *As = reinterpret_cast<const E *>(stg + L.a);
         asm volatile("cp.async.wait_group 0;\n" ::: "memory");
         __syncthreads(); // chunk j and the state copy are in; stage (j + 1) & 1 is free
-        if (j + 1 < nch)
+        const chunk_factors fac = next;
+        if (j + 1 < nch) {
             stage_chunk<E, KP, OUT>(p, smem + ((j + 1) & 1) * L.stage, ch + p.HV, v0, !m_cols);
-        const float decay = p.gl[ch];
+            next = load_factors<OUT>(p, ch + p.HV, frow);
+        }
+        const float decay = fac.decay;
         unsigned fa[4], fb[4];
         { // V' = U - W S, W and S as hi + lo (all but lo x lo)
-            const float *ek = p.ek + ch * kC + 16 * mt + acc_row(0);
-            const float ek0 = ek[0], ek8 = ek[8]; // the update's factor for this thread's rows
+            const float ek0 = fac.ek0, ek8 = fac.ek8; // the update's factor for this thread's rows
             float acc[2][4];
             acc_zero(acc);
             for (int k0 = 0; k0 < KP; k0 += 16) {
@@ -1276,8 +1302,7 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
         }
         __syncthreads(); // V' complete
         if (OUT) { // O = scale e^G (Q S) + Aqk V', the row factor applied in f32
-            const float *eg = p.eg + ch * kC + 16 * mt + acc_row(0);
-            const float eg0 = eg[0], eg8 = eg[8]; // scale e^G of this thread's two output rows
+            const float eg0 = fac.eg0, eg8 = fac.eg8; // scale e^G of this thread's output rows
             float acc[2][4];
             acc_zero(acc);
             for (int k0 = 0; k0 < KP; k0 += 16) {
