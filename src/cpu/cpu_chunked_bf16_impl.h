@@ -139,46 +139,6 @@ static void state_to_vnni(float *S, int64_t ld, int64_t depth, int64_t cols, flo
         }
 }
 
-/* Y = X^T for one 16 x 16 block of 32-bit words (rows ldx and ldy words apart): pairs of words
- * interleaved, then pairs of pairs, leave each 128-bit lane holding a 4 x 4 block transposed;
- * two rounds of lane shuffles put the lanes in place. */
-static void transpose_16x16(const uint32_t *X, int64_t ldx, uint32_t *Y, int64_t ldy)
-{
-    __m512i r[16], t[16];
-    for (int i = 0; i < 16; i++)
-        r[i] = _mm512_loadu_si512(X + i * ldx);
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-    }
-    /* r[4 g + m], lane L: column 4 L + m of rows 4 g .. 4 g + 3 */
-    for (int g = 0; g < 16; g += 4) {
-        r[g] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
-        r[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
-        r[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
-        r[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
-    }
-    for (int m = 0; m < 4; m++) {
-        const __m512i a_lo = _mm512_shuffle_i32x4(r[m], r[4 + m], 0x44);
-        const __m512i a_hi = _mm512_shuffle_i32x4(r[m], r[4 + m], 0xee);
-        const __m512i b_lo = _mm512_shuffle_i32x4(r[8 + m], r[12 + m], 0x44);
-        const __m512i b_hi = _mm512_shuffle_i32x4(r[8 + m], r[12 + m], 0xee);
-        _mm512_storeu_si512(Y + m * ldy, _mm512_shuffle_i32x4(a_lo, b_lo, 0x88));
-        _mm512_storeu_si512(Y + (4 + m) * ldy, _mm512_shuffle_i32x4(a_lo, b_lo, 0xdd));
-        _mm512_storeu_si512(Y + (8 + m) * ldy, _mm512_shuffle_i32x4(a_hi, b_hi, 0x88));
-        _mm512_storeu_si512(Y + (12 + m) * ldy, _mm512_shuffle_i32x4(a_hi, b_hi, 0xdd));
-    }
-}
-
-/* XT [cols, rows] = X^T for X [rows, cols] of 32-bit words, both multiples of 16. A pair of bf16
- * is one word, so this turns bf16 rows into VNNI words of their transpose and back. */
-static void transpose_words(const uint32_t *X, int64_t rows, int64_t cols, uint32_t *XT)
-{
-    for (int64_t r = 0; r < rows; r += 16)
-        for (int64_t c = 0; c < cols; c += 16)
-            transpose_16x16(X + r * cols + c, cols, XT + c * rows + r, rows);
-}
-
 /* VNNI words of X [rows, cols] bf16 row-major: word (p, j) = X[2p][j] | X[2p+1][j] << 16; rows
  * even, cols a multiple of 16. */
 static void rows_to_vnni(const uint16_t *X, int64_t rows, int64_t cols, uint32_t *vw)

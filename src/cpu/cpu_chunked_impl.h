@@ -119,6 +119,47 @@ static void decay_to_end(const float *G, int64_t Cp, float *tail)
         vstore(tail + m, vexp_nonpositive(vsplat(G[Cp - 1]) - vload(G + m)));
 }
 
+#if defined(__AVX512F__)
+/* Y = X^T for one 16 x 16 block of 32-bit words (rows ldx and ldy words apart): pairs of words
+ * interleaved, then pairs of pairs, leave each 128-bit lane holding a 4 x 4 block transposed;
+ * two rounds of lane shuffles put the lanes in place. */
+static void transpose_16x16(const uint32_t *X, int64_t ldx, uint32_t *Y, int64_t ldy)
+{
+    __m512i r[16], t[16];
+    for (int i = 0; i < 16; i++)
+        r[i] = _mm512_loadu_si512(X + i * ldx);
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    /* r[4 g + m], lane L: column 4 L + m of rows 4 g .. 4 g + 3 */
+    for (int g = 0; g < 16; g += 4) {
+        r[g] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
+        r[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
+        r[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
+        r[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
+    }
+    for (int m = 0; m < 4; m++) {
+        const __m512i a_lo = _mm512_shuffle_i32x4(r[m], r[4 + m], 0x44);
+        const __m512i a_hi = _mm512_shuffle_i32x4(r[m], r[4 + m], 0xee);
+        const __m512i b_lo = _mm512_shuffle_i32x4(r[8 + m], r[12 + m], 0x44);
+        const __m512i b_hi = _mm512_shuffle_i32x4(r[8 + m], r[12 + m], 0xee);
+        _mm512_storeu_si512(Y + m * ldy, _mm512_shuffle_i32x4(a_lo, b_lo, 0x88));
+        _mm512_storeu_si512(Y + (4 + m) * ldy, _mm512_shuffle_i32x4(a_lo, b_lo, 0xdd));
+        _mm512_storeu_si512(Y + (8 + m) * ldy, _mm512_shuffle_i32x4(a_hi, b_hi, 0x88));
+        _mm512_storeu_si512(Y + (12 + m) * ldy, _mm512_shuffle_i32x4(a_hi, b_hi, 0xdd));
+    }
+}
+
+/* XT [cols, rows] = X^T for X [rows, cols] of 32-bit words, both multiples of 16. A pair of bf16
+ * is one word, so this turns bf16 rows into VNNI words of their transpose and back. */
+static void transpose_words(const uint32_t *X, int64_t rows, int64_t cols, uint32_t *XT)
+{
+    for (int64_t r = 0; r < rows; r += 16)
+        for (int64_t c = 0; c < cols; c += 16)
+            transpose_16x16(X + r * cols + c, cols, XT + c * rows + r, rows);
+}
+#endif
 
 #ifdef CPU_CHUNK_KERNELS /* the f32 kernels (cpu_chunked_bf16_impl.h uses only the helpers above) */
 static void scale_rows(float *X, int64_t ld, int64_t i, float s)
@@ -173,45 +214,13 @@ static void gemm(int64_t M, int64_t N, int64_t depth, const float *A, int64_t ld
         }
 }
 
-#if LANES == 16 && defined(__AVX512F__)
-/* dst[j][i] = src[i][j] for a 16 x 16 block (rows lds and ldd floats apart), in registers:
- * 32-bit, 64-bit and two 128-bit interleaving rounds. */
-static inline void transpose16(const float *src, int64_t lds, float *dst, int64_t ldd)
-{
-    __m512 r[16], t[16];
-    for (int i = 0; i < 16; i++)
-        r[i] = _mm512_loadu_ps(src + i * lds);
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 16; i += 4)
-        for (int h = 0; h < 2; h++) {
-            const __m512d x = _mm512_castps_pd(t[i + h]), y = _mm512_castps_pd(t[i + h + 2]);
-            r[i + 2 * h] = _mm512_castpd_ps(_mm512_unpacklo_pd(x, y));
-            r[i + 2 * h + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(x, y));
-        }
-    for (int i = 0; i < 4; i++)
-        for (int h = 0; h < 16; h += 8) {
-            t[i + h] = _mm512_shuffle_f32x4(r[i + h], r[i + h + 4], 0x88);
-            t[i + h + 4] = _mm512_shuffle_f32x4(r[i + h], r[i + h + 4], 0xdd);
-        }
-    for (int i = 0; i < 8; i++) {
-        _mm512_storeu_ps(dst + i * ldd, _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88));
-        _mm512_storeu_ps(dst + (i + 8) * ldd, _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd));
-    }
-}
-#endif
-
 /* Strided loads, contiguous stores: a store that misses its line costs more than a load. At the
  * avx512 level 16 x 16 blocks go through registers (the scalar loop took ~3% of a prefill). */
 static void transpose(const float *X, int64_t rows, int64_t cols, float *XT)
 {
 #if LANES == 16 && defined(__AVX512F__)
     if (rows % 16 == 0 && cols % 16 == 0) {
-        for (int64_t i = 0; i < rows; i += 16)
-            for (int64_t j = 0; j < cols; j += 16)
-                transpose16(X + i * cols + j, cols, XT + j * rows + i, rows);
+        transpose_words((const uint32_t *)X, rows, cols, (uint32_t *)XT);
         return;
     }
 #endif
