@@ -49,7 +49,13 @@ int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 // chunk_state_tc's shared memory for K <= KP and a 16-bit type of es bytes: two stages of W
 // (hi, lo), Q, K, U (f32), Aqk; V'; the update's scaled V' (hi, lo); two 16-bit copies of S
 // (hi, lo). A compile-time constant in the kernel, so every shared address is a per-thread base
-// plus an immediate; dims_for copies it for the host.
+// plus an immediate; dims_for copies it for the host. On the 16-bit path the workspace holds each
+// chunk's W, W lo, Q, K and Aqk with the same padded rows, and U as 32-column tiles of rows
+// kUld wide, so a stage's parts arrive by one linear copy each. The pads are 32 bytes, so every
+// row starts a 32-byte sector: with 16-byte pads half the sectors the preparation wrote were
+// shared by two rows, and its time went from 360 to 550-600 us (measured, T = 8192, HV = 32).
+constexpr int kUld = kVT + 8; // U's rows (f32) in the 16-bit path's workspace and stages
+
 struct tc_layout {
     int ldk, ldu, ldq;                                 // row strides (elements)
     int w, wl, q, k, u, a, stage, vn, vk, sb, bytes;   // byte offsets; stage: one stage's size
@@ -57,16 +63,24 @@ struct tc_layout {
 
 __host__ __device__ constexpr int round16(int bytes) { return (bytes + 15) / 16 * 16; }
 
+__host__ __device__ constexpr tc_layout tc_layout_for(int KP, int es);
+
+// Bytes per (chunk, value head) of the 16-bit path's workspace arrays: W, W lo, Q, K (rows of
+// ldk); Aqk (rows of ldq); U (VP / 32 tiles of 64 rows of kUld floats).
+__host__ __device__ constexpr int tc_key_block(int KP, int es) { return kC * (KP + 32 / es) * es; }
+__host__ __device__ constexpr int tc_aq_block(int es) { return kC * (kC + 32 / es) * es; }
+__host__ __device__ constexpr int tc_u_tile() { return kC * kUld * 4; }
+
 __host__ __device__ constexpr tc_layout tc_layout_for(int KP, int es)
 {
     tc_layout L{};
-    L.ldk = KP + 16 / es, L.ldu = kVT + 16 / es, L.ldq = kC + 16 / es;
+    L.ldk = KP + 32 / es, L.ldu = kVT + 16 / es, L.ldq = kC + 32 / es;
     L.w = 0;
     L.wl = L.w + round16(kC * L.ldk * es);
     L.q = L.wl + round16(kC * L.ldk * es);
     L.k = L.q + round16(kC * L.ldk * es);
     L.u = L.k + round16(kC * L.ldk * es);
-    L.a = L.u + round16(kC * (kVT + 4) * 4); // f32, row stride kVT + 4
+    L.a = L.u + round16(tc_u_tile());
     L.stage = L.a + round16(kC * L.ldq * es);
     L.vn = 2 * L.stage;
     L.vk = L.vn + round16(kC * L.ldu * es);
@@ -925,7 +939,8 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
                         cc < r ? Bs[r] * Ik[r] * Ik[cc] * acc[jt][e] * __expf(Gs[r] - Gs[cc]) : 0.0f;
                 }
         } else {
-            E *aq = static_cast<E *>(p.Aq) + ch * kC * kC;
+            constexpr int ldq = kC + 32 / (int)sizeof(E);
+            E *aq = static_cast<E *>(p.Aq) + ch * (tc_aq_block(sizeof(E)) / (int)sizeof(E));
 #pragma unroll
             for (int jt = 0; jt < 8; jt++)
 #pragma unroll
@@ -937,7 +952,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
                     const float y =
                         cc + 1 <= r ? f * Ik[cc + 1] * acc[jt][e + 1] * __expf(Gs[r] - Gs[cc + 1])
                                     : 0.0f;
-                    store_pair(aq + r * kC + cc, x, y);
+                    store_pair(aq + r * ldq + cc, x, y);
                 }
         }
     }
@@ -950,7 +965,8 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
       // e^(G_last - G) / ||k|| go to eg and ek); K and V scaled into W's and U's right operands.
       // A half-warp per row, 16 bytes a thread; each piece of Q is read before the same thread
       // writes K's lo part in its place.
-        E *qd = static_cast<E *>(p.Qd) + ch * kC * KP, *kd = static_cast<E *>(p.Kd) + ch * kC * KP;
+        constexpr int ldg = KP + 32 / (int)sizeof(E), kblk = kC * ldg; // the workspace's rows
+        E *qd = static_cast<E *>(p.Qd) + ch * kblk, *kd = static_cast<E *>(p.Kd) + ch * kblk;
         if (tid < kC) {
             p.eg[ch * kC + tid] = p.scale * Eg[tid] * Iq[tid];
             p.ek[ch * kC + tid] = El[tid] * Ik[tid];
@@ -960,9 +976,9 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
             for (int x = 8 * (tid & 15); x < KP; x += 128) {
                 const int at = i * d.ldk + x;
                 const uint4 kv = *reinterpret_cast<const uint4 *>(Ks + at);
-                *reinterpret_cast<uint4 *>(qd + i * KP + x) =
+                *reinterpret_cast<uint4 *>(qd + i * ldg + x) =
                     *reinterpret_cast<const uint4 *>(Qs + at);
-                *reinterpret_cast<uint4 *>(kd + i * KP + x) = kv;
+                *reinterpret_cast<uint4 *>(kd + i * ldg + x) = kv;
                 scale_split8<P>(kv, fb, *reinterpret_cast<uint4 *>(Ks + at),
                                 *reinterpret_cast<uint4 *>(Kl + at));
             }
@@ -983,8 +999,9 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
       // hi + lo too: the cancellation happens in f32. (T's own 16-bit rounding is shared by U
       // and W, so it scales V' = T (beta v - beta e^G k S) and is harmless.)
         const int m0 = 16 * (warp & 3), half = warp >> 2;
-        E *w = static_cast<E *>(p.W) + ch * kC * KP, *wl = static_cast<E *>(p.Wl) + ch * kC * KP;
-        float *u = static_cast<float *>(p.U) + ch * kC * VP;
+        constexpr int ldg = KP + 32 / (int)sizeof(E), kblk = kC * ldg; // the workspace's rows
+        E *w = static_cast<E *>(p.W) + ch * kblk, *wl = static_cast<E *>(p.Wl) + ch * kblk;
+        float *u = static_cast<float *>(p.U) + ch * (VP / kVT) * (tc_u_tile() / 4);
         unsigned ta[4][4], fb[4];
 #pragma unroll
         for (int ks = 0; ks < 4; ks++)
@@ -1008,10 +1025,11 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
                 for (int e = 0; e < 4; e += 2) {
                     const float x = acc[jt][e], y = acc[jt][e + 1];
                     if (isw) {
-                        const int at = (m0 + acc_row(e)) * KP + nb + acc_col(jt, e);
+                        const int at = (m0 + acc_row(e)) * ldg + nb + acc_col(jt, e);
                         store_pair_split(w + at, wl + at, x, y);
                     } else {
-                        store_pair(u + (m0 + acc_row(e)) * VP + nb + acc_col(jt, e), x, y);
+                        const int c = nb + acc_col(jt, e); // U tile c / 32, column c % 32
+                        store_pair(u + ((c / kVT) * kC + m0 + acc_row(e)) * kUld + c % kVT, x, y);
                     }
                 }
         }
@@ -1059,41 +1077,107 @@ __device__ __forceinline__ void store_out_tile(const gdn_tensor &out, int64_t ro
     }
 }
 
-// Chunk ch's operands of the state pass into a stage: W and K' always, U unless `u` is false
-// (a map's M columns: V' = -W S), Q' and Aqk only for the output pass (OUT).
-template <class E, int KP, bool OUT>
-__device__ __forceinline__ void stage_chunk(const ck_args &p, unsigned char *stage, int64_t ch,
-                                            int v0, bool u_in)
+// ---- staging: one linear copy per part of a stage ---------------------------------------------
+//
+// The workspace holds every part of a stage with its shared-memory row padding (tc_layout), so a
+// part is one contiguous block. On sm_90 one thread moves each block with a bulk copy
+// (cp.async.bulk) completing on the stage's mbarrier; elsewhere every thread copies 16 bytes at a
+// time with cp.async. (Per-thread copies of padded rows held a quarter of the pass's stall
+// samples on their address registers; bulk copies one row at a time were slower still.)
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+constexpr bool kBulkStage = true;
+#else
+constexpr bool kBulkStage = false;
+#endif
+
+[[maybe_unused]] __device__ __forceinline__ void mbar_init(unsigned bar)
 {
-    constexpr int es = sizeof(E), row = KP * es, n16 = row / 16, u16 = kVT * 4 / 16,
-                  a16 = kC * es / 16;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n"
+                 "fence.mbarrier_init.release.cluster;\n" ::"r"(bar)
+                 : "memory");
+#endif
+}
+
+// Arrives on bar, expecting `bytes` of bulk copies before its phase completes. The proxy fence
+// orders the block's earlier reads of the stage (ordered by a barrier) before the copies' writes.
+[[maybe_unused]] __device__ __forceinline__ void mbar_expect(unsigned bar, unsigned bytes)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("fence.proxy.async.shared::cta;\n"
+                 "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
+                 "r"(bytes)
+                 : "memory");
+#endif
+}
+
+[[maybe_unused]] __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("{\n"
+                 ".reg .pred done;\n"
+                 "WAIT:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                 "@!done bra WAIT;\n"
+                 "}\n" ::"r"(bar),
+                 "r"(parity)
+                 : "memory");
+#endif
+}
+
+// `bytes` (a multiple of 16, both ends 16-byte aligned) from src to the shared address dst:
+// one bulk copy on bar (the calling thread alone), or every thread's cp.async.
+template <bool BULK>
+__device__ __forceinline__ void stage_part(unsigned dst, const void *src, int bytes, unsigned bar)
+{
+    if constexpr (BULK) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
+                     "[%0], [%1], %2, [%3];\n" ::"r"(dst),
+                     "l"(src), "r"(bytes), "r"(bar)
+                     : "memory");
+#endif
+    } else {
+        (void)bar;
+        const unsigned char *g = static_cast<const unsigned char *>(src);
+        for (int o = 16 * threadIdx.x; o < bytes; o += 16 * kTcThreads)
+            cp_async16s(dst + o, g + o);
+    }
+}
+
+// Chunk ch's operands of the state pass into the stage at shared address `stage`: W and K'
+// always, U's tile of this block's columns unless `u_in` is false (a map's M columns:
+// V' = -W S), Q' and Aqk only for the output pass (OUT). With bulk copies only thread 0 calls
+// this, and the stage is ready when bar's phase completes; else every thread calls it and the
+// stage is ready after cp.async.wait_group 0 (and a barrier).
+template <class E, int KP, bool OUT, bool BULK>
+__device__ __forceinline__ void stage_chunk(const ck_args &p, unsigned stage, unsigned bar,
+                                            int64_t ch, int v0, bool u_in)
+{
+    constexpr int es = sizeof(E), kb = tc_key_block(KP, es), ab = tc_aq_block(es),
+                  ub = tc_u_tile();
     constexpr tc_layout L = tc_layout_for(KP, es);
-    const int64_t kb = (int64_t)kC * KP * es;
     const unsigned char *w = static_cast<const unsigned char *>(p.W) + ch * kb;
     const unsigned char *wl = static_cast<const unsigned char *>(p.Wl) + ch * kb;
     const unsigned char *q = static_cast<const unsigned char *>(p.Qd) + ch * kb;
     const unsigned char *k = static_cast<const unsigned char *>(p.Kd) + ch * kb;
-    const unsigned char *u = static_cast<const unsigned char *>(p.U) + (ch * kC * p.d.VP + v0) * 4;
-    const unsigned char *aq = static_cast<const unsigned char *>(p.Aq) + ch * kC * kC * es;
-    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(stage));
-    for (int idx = threadIdx.x; idx < kC * n16; idx += kTcThreads) {
-        const int r = idx / n16, c = idx % n16 * 16, go = r * row + c;
-        const unsigned so = s + r * (L.ldk * es) + c;
-        cp_async16s(so + L.w, w + go);
-        cp_async16s(so + L.wl, wl + go);
-        if (OUT)
-            cp_async16s(so + L.q, q + go);
-        cp_async16s(so + L.k, k + go);
+    const unsigned char *u =
+        static_cast<const unsigned char *>(p.U) + (ch * (p.d.VP / kVT) + v0 / kVT) * ub;
+    const unsigned char *aq = static_cast<const unsigned char *>(p.Aq) + ch * ab;
+    if (BULK)
+        mbar_expect(bar, kb * (OUT ? 4 : 3) + (u_in ? ub : 0) + (OUT ? ab : 0));
+    stage_part<BULK>(stage + L.w, w, kb, bar);
+    stage_part<BULK>(stage + L.wl, wl, kb, bar);
+    stage_part<BULK>(stage + L.k, k, kb, bar);
+    if (u_in)
+        stage_part<BULK>(stage + L.u, u, ub, bar);
+    if (OUT) {
+        stage_part<BULK>(stage + L.q, q, kb, bar);
+        stage_part<BULK>(stage + L.a, aq, ab, bar);
     }
-    for (int idx = threadIdx.x; u_in && idx < kC * u16; idx += kTcThreads) {
-        const int r = idx / u16, c = idx % u16 * 16;
-        cp_async16s(s + L.u + r * (kVT + 4) * 4 + c, u + (int64_t)r * p.d.VP * 4 + c);
-    }
-    for (int idx = threadIdx.x; OUT && idx < kC * a16; idx += kTcThreads) {
-        const int r = idx / a16, c = idx % a16 * 16;
-        cp_async16s(s + L.a + r * (L.ldq * es) + c, aq + r * kC * es + c);
-    }
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
+    if (!BULK)
+        asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
 
 // A chunk's per-row factors for this thread's rows r and r + 8 of the chunk, and its decay.
@@ -1250,10 +1334,23 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
     const int64_t c0 = seg * p.segc, first = p.chunk_off[n] + c0;
     const int64_t nch = all - c0 < p.segc ? all - c0 : p.segc;
     const int frow = 16 * mt + acc_row(0); // this thread's first row of V' and O
+    // stage i's mbarrier (bulk staging): its phase n completes when chunk 2n + i has landed
+    __shared__ __align__(8) unsigned long long stage_bar[2];
+    const unsigned sbase = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    const unsigned bar0 = static_cast<unsigned>(__cvta_generic_to_shared(stage_bar));
+    auto stage_into = [&](int i, int64_t c) {
+        if (!kBulkStage || threadIdx.x == 0)
+            stage_chunk<E, KP, OUT, kBulkStage>(p, sbase + i * L.stage, bar0 + 8 * i, c, v0,
+                                                !m_cols);
+    };
     chunk_factors next{};
     if (nch > 0) {
-        __syncthreads(); // the stitch's reads of the stage area are done
-        stage_chunk<E, KP, OUT>(p, smem, first * p.HV + hv, v0, !m_cols);
+        if (kBulkStage && threadIdx.x == 0) {
+            mbar_init(bar0);
+            mbar_init(bar0 + 8);
+        }
+        __syncthreads(); // the stitch's reads of the stage area are done; barriers initialised
+        stage_into(0, first * p.HV + hv);
         next = load_factors<OUT>(p, first * p.HV + hv, frow);
     }
     for (int64_t j = 0; j < nch; j++) {
@@ -1266,11 +1363,14 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
         const E *Wls = reinterpret_cast<const E *>(stg + L.wl);
         const float *Us = reinterpret_cast<const float *>(stg + L.u);
         const E *As = reinterpret_cast<const E *>(stg + L.a);
-        asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+        if constexpr (kBulkStage)
+            mbar_wait(bar0 + 8 * (unsigned)(j & 1), (unsigned)(j >> 1) & 1u);
+        else
+            asm volatile("cp.async.wait_group 0;\n" ::: "memory");
         __syncthreads(); // chunk j and the state copy are in; stage (j + 1) & 1 is free
         const chunk_factors fac = next;
         if (j + 1 < nch) {
-            stage_chunk<E, KP, OUT>(p, smem + ((j + 1) & 1) * L.stage, ch + p.HV, v0, !m_cols);
+            stage_into((int)((j + 1) & 1), ch + p.HV);
             next = load_factors<OUT>(p, ch + p.HV, frow);
         }
         const float decay = fac.decay;
@@ -1293,8 +1393,8 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
 #pragma unroll
                 for (int e = 0; e < 4; e += 2) {
                     const int r = 16 * mt + acc_row(e), c = 16 * nh + acc_col(jt, e);
-                    const float u0 = m_cols ? 0.0f : Us[r * (kVT + 4) + c];
-                    const float u1 = m_cols ? 0.0f : Us[r * (kVT + 4) + c + 1];
+                    const float u0 = m_cols ? 0.0f : Us[r * kUld + c];
+                    const float u1 = m_cols ? 0.0f : Us[r * kUld + c + 1];
                     const float x = u0 - acc[jt][e], y = u1 - acc[jt][e + 1];
                     const float f = e == 0 ? ek0 : ek8;
                     store_pair(Vn + r * L.ldu + c, x, y);
@@ -1442,12 +1542,16 @@ ws_layout workspace_layout(const gdn_delta_rule_problem *p)
     w.gl = take(nch * sizeof(float));
     w.eg = take(nch * kC * sizeof(float));
     w.ek = take(es == 2 ? nch * kC * sizeof(float) : 0);
-    w.W = take(nch * kC * d.KP * es);
-    w.Wl = take(es == 2 ? nch * kC * d.KP * es : 0);
-    w.Qd = take(nch * kC * d.KP * es);
-    w.Kd = take(nch * kC * d.KP * es);
-    w.U = take(nch * kC * d.VP * 4);
-    w.Aq = take(nch * kC * kC * es);
+    const bool tc = es == 2; // the 16-bit path's padded blocks (tc_key_block, ...)
+    const size_t kblk = tc ? (size_t)tc_key_block(d.KP, es) : (size_t)kC * d.KP * es;
+    const size_t ublk = tc ? (size_t)(d.VP / kVT) * tc_u_tile() : (size_t)kC * d.VP * 4;
+    const size_t ablk = tc ? (size_t)tc_aq_block(es) : (size_t)kC * kC * es;
+    w.W = take(nch * kblk);
+    w.Wl = take(tc ? nch * kblk : 0);
+    w.Qd = take(nch * kblk);
+    w.Kd = take(nch * kblk);
+    w.U = take(nch * ublk);
+    w.Aq = take(nch * ablk);
     w.segc = segment_chunks(p);
     w.nslots = segment_slots(p, w.segc);
     w.seg_off = take((size_t)(p->seqs.count + 1) * sizeof(int64_t));
