@@ -1039,9 +1039,9 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
 // ---- the state pass on 16-bit tensor cores -------------------------------------------------
 //
 // The same pass as chunk_state for bf16/f16 inputs, built for the sequential chain: 8 warps;
-// the chunk's W (hi and lo), Q, K', U (f32) and Aqk come in by cp.async one chunk ahead (two
-// stages, shared layout fixed at compile time), its decay and row factors into registers one
-// chunk ahead too; every operand reaches the tensor cores by ldmatrix; the f32 state lives in
+// the chunk's W (hi and lo), Q, K', U (f32) and Aqk come in one chunk ahead (two stages, shared
+// layout fixed at compile time; one bulk copy per part on sm_90, cp.async elsewhere), its decay
+// and row factors into registers one chunk ahead too; every operand reaches the tensor cores by ldmatrix; the f32 state lives in
 // registers (warp w owns state rows 16w..16w+15, all 32 columns) and its 16-bit copy is
 // rewritten after each chunk (three barriers a chunk: loads in, V' done, state reads done). Warp
 // w computes rows 16 (w % 4).. of V' and O, columns 16 (w / 4)...
