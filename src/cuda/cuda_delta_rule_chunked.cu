@@ -887,6 +887,8 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
     const int len = ct.len;
     const int tid = threadIdx.x, warp = tid >> 5;
     const int VP = d.VP;
+    // W, W lo, Q and K go to the workspace with the state pass's padded rows (tc_layout)
+    constexpr int ldg = tc_layout_for(KP, sizeof(E)).ldk, kblk = kC * ldg;
 
     if (rows16_ok(a.k, p.K) && rows16_ok(a.q, p.K) && rows16_ok(a.v, p.V)) {
         // every row is whole 16-byte pieces: one round of cp.async for the whole chunk, in
@@ -965,7 +967,6 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
       // e^(G_last - G) / ||k|| go to eg and ek); K and V scaled into W's and U's right operands.
       // A half-warp per row, 16 bytes a thread; each piece of Q is read before the same thread
       // writes K's lo part in its place.
-        constexpr int ldg = KP + 32 / (int)sizeof(E), kblk = kC * ldg; // the workspace's rows
         E *qd = static_cast<E *>(p.Qd) + ch * kblk, *kd = static_cast<E *>(p.Kd) + ch * kblk;
         if (tid < kC) {
             p.eg[ch * kC + tid] = p.scale * Eg[tid] * Iq[tid];
@@ -999,7 +1000,6 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
       // hi + lo too: the cancellation happens in f32. (T's own 16-bit rounding is shared by U
       // and W, so it scales V' = T (beta v - beta e^G k S) and is harmless.)
         const int m0 = 16 * (warp & 3), half = warp >> 2;
-        constexpr int ldg = KP + 32 / (int)sizeof(E), kblk = kC * ldg; // the workspace's rows
         E *w = static_cast<E *>(p.W) + ch * kblk, *wl = static_cast<E *>(p.Wl) + ch * kblk;
         float *u = static_cast<float *>(p.U) + ch * (VP / kVT) * (tc_u_tile() / 4);
         unsigned ta[4][4], fb[4];
