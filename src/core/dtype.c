@@ -48,11 +48,7 @@ float gdn_bf16_to_f32(uint16_t h)
 
 uint16_t gdn_f32_to_bf16(float f)
 {
-    uint32_t u = f32_bits(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: keep the sign, force a quiet payload */
-        return (uint16_t)((u >> 16) | 0x0040u);
-    u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest, ties to even */
-    return (uint16_t)(u >> 16);
+    return gdn_bf16_bits(f32_bits(f));
 }
 
 float gdn_f16_to_f32(uint16_t h)

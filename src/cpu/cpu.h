@@ -38,14 +38,12 @@ static inline void cpu_store_f32(const gdn_tensor *t, int64_t off, int64_t n, co
 {
     if (t->dtype == GDN_F32) {
         memcpy((float *)t->data + off, src, (size_t)n * sizeof *src);
-    } else if (t->dtype == GDN_BF16) { /* gdn_f32_to_bf16 inline, so the loop vectorizes */
+    } else if (t->dtype == GDN_BF16) {
         uint16_t *dst = (uint16_t *)t->data + off;
         for (int64_t i = 0; i < n; i++) {
             uint32_t u;
             memcpy(&u, src + i, sizeof u);
-            const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-            const uint32_t nan = (u >> 16) | 0x0040u; /* quiet, sign kept */
-            dst[i] = (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+            dst[i] = gdn_bf16_bits(u);
         }
     } else {
         for (int64_t i = 0; i < n; i++)
