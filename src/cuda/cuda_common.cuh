@@ -28,6 +28,34 @@ __device__ __forceinline__ void st(const gdn_tensor &t, int64_t off, float v)
     }
 }
 
+// ---- cp.async (sm_80 and up): 16-byte copies from global to shared memory that hold no
+// registers while in flight ----
+
+// 16 bytes from global to the shared-memory address dst (a 32-bit shared-window address).
+__device__ __forceinline__ void cp_async16s(unsigned dst, const void *src)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+}
+
+__device__ __forceinline__ void cp_async16(void *smem, const void *src)
+{
+    cp_async16s(static_cast<unsigned>(__cvta_generic_to_shared(smem)), src);
+}
+
+// cp_async16, or 16 zero bytes when !valid (src-size 0 reads nothing).
+__device__ __forceinline__ void cp_async16_zfill(void *smem, const void *src, bool valid)
+{
+    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(valid ? 16 : 0));
+}
+
+// Waits for all of this thread's cp.async copies.
+__device__ __forceinline__ void cp_async_wait_all()
+{
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+}
+
 // Element i of a rank-1 index or flag tensor (i32, i64, u8).
 __device__ __forceinline__ int64_t ld_index(const gdn_tensor &t, int64_t i)
 {

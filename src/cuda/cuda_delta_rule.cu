@@ -58,21 +58,18 @@ __device__ __forceinline__ unsigned long long evict_first_policy()
     return policy;
 }
 
+// A state copy: with the evict-first policy, or plain.
 template <bool EVICT_FIRST>
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, unsigned long long policy)
+__device__ __forceinline__ void state_copy16(void *smem, const void *gmem,
+                                             unsigned long long policy)
 {
-    unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-    if (EVICT_FIRST)
+    if (EVICT_FIRST) {
+        unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
         asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(dst),
                      "l"(gmem), "l"(policy));
-    else
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem));
-}
-
-// Waits for all of this thread's cp.async copies.
-__device__ __forceinline__ void cp_async_wait_all()
-{
-    asm volatile("cp.async.wait_all;\n" ::: "memory");
+    } else {
+        cp_async16(smem, gmem);
+    }
 }
 
 // Loads state float4 `src` into a slot, or zeros the slot when there is nothing to load.
@@ -81,7 +78,7 @@ __device__ __forceinline__ void slot_load(float4 *slot, const float *src, bool v
                                           unsigned long long policy)
 {
     if (valid)
-        cp_async16<EVICT_FIRST>(slot, src, policy);
+        state_copy16<EVICT_FIRST>(slot, src, policy);
     else
         *slot = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 }

@@ -500,17 +500,6 @@ __global__ void __launch_bounds__(kThreads) chunk_prep(const ck_args p)
     }
 }
 
-// 16 bytes from global to the shared-memory address dst (a 32-bit shared-window address).
-__device__ __forceinline__ void cp_async16s(unsigned dst, const void *gmem)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem));
-}
-
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem)
-{
-    cp_async16s(static_cast<unsigned>(__cvta_generic_to_shared(smem)), gmem);
-}
-
 // rows x bytes_per_row from global (row stride gstride bytes) to shared (row stride sstride).
 __device__ __forceinline__ void stage_rows(void *dst, int sstride, const void *src, int64_t gstride,
                                            int rows, int row_bytes)
@@ -570,7 +559,7 @@ __global__ void __launch_bounds__(kThreads) chunk_state(const ck_args p)
                    kC, kVT * es);
         stage_rows(As, d.ldq * es, static_cast<const E *>(p.Aq) + ch * kC * kC, kC * es, kC,
                    kC * es);
-        asm volatile("cp.async.wait_all;\n" ::: "memory");
+        cp_async_wait_all();
         const float decay = p.gl[ch];
         __syncthreads();
         { // V' = U - W S
@@ -693,14 +682,6 @@ __device__ __forceinline__ bool rows16_ok(const gdn_tensor &t, int64_t n)
 {
     return n % 8 == 0 && reinterpret_cast<uintptr_t>(t.data) % 16 == 0 && t.stride[0] % 8 == 0 &&
            t.stride[1] % 8 == 0 && t.stride[2] % 8 == 0;
-}
-
-// cp.async of 16 bytes, or 16 zero bytes when !valid (src-size 0 reads nothing).
-__device__ __forceinline__ void cp_async16_zfill(void *smem, const void *gmem, bool valid)
-{
-    unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem),
-                 "r"(valid ? 16 : 0));
 }
 
 // The chunk's 64 token rows of head `head` (np elements wide, zero past the tensor's last dim
@@ -897,7 +878,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
         stage_rows16<E>(Qs, d.ldk, a.q, s.row, t0, kh, len, KP);
         stage_rows16<E>(Vs, d.ldv, a.v, s.row, t0, hv, len, VP);
         stage_gates(p, ct, hv, Gs, Bs);
-        asm volatile("cp.async.wait_all;\n" ::: "memory");
+        cp_async_wait_all();
     } else {
         stage_gates(p, ct, hv, Gs, Bs);
         for (int i = warp; i < kC; i += kPrepThreads / 32) {
