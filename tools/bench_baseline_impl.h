@@ -66,8 +66,7 @@ void CAT(BASELINE_NAME, _run)(const baseline_problem *p, int threads)
 {
     pthread_t tid[64];
     job jobs[64];
-    if (threads > 64)
-        threads = 64;
+    threads = threads < 1 ? 1 : threads > 64 ? 64 : threads; /* the caller's thread runs job 0 */
     for (int i = 0; i < threads; i++) {
         jobs[i] = (job){p, threads, i};
         if (i)

@@ -138,9 +138,10 @@ int bench_cpu(gdn_context *ctx, bool json, const char *json_path, uint64_t seed)
     const char *bf16_name = prod == GDN_BF16_PRODUCTS_AMX ? "amx_bf16" : "avx512_bf16";
     if (prod != GDN_BF16_PRODUCTS_F32 && !json)
         fprintf(stderr, "[gdn bench] measuring the %s peak on %d threads\n", bf16_name, threads);
-    const double bf16_peak = prod == GDN_BF16_PRODUCTS_AMX        ? bench_amx_peak_gflops(threads)
-                             : prod == GDN_BF16_PRODUCTS_AVX512BF16 ? bench_dpbf16_peak_gflops(threads)
-                                                                    : 0.0;
+    const double bf16_peak =
+        prod == GDN_BF16_PRODUCTS_AMX          ? bench_amx_peak_gflops(threads)
+        : prod == GDN_BF16_PRODUCTS_AVX512BF16 ? bench_dpbf16_peak_gflops(threads)
+                                               : 0.0;
     cpu_row rows[16];
     int n = 0;
     static const int64_t Ts[] = {1024, 4096, 16384}, HVs[] = {32, 8};

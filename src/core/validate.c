@@ -524,7 +524,8 @@ static gdn_status check_delta_options(const vctx *v, const gdn_delta_rule_args *
                     "GDN_ALGO_RECURRENT (1) or GDN_ALGO_CHUNKED (2)", (int)a->algorithm);
     int c = a->chunk_size;
     if (c != 0 && c != 16 && c != 32 && c != 64 && c != 128)
-        return FAIL(v, GDN_ERR_VALUE, "chunk_size is %d, expected 16, 32, 64 or 128 (0 = the backend's choice)", c);
+        return FAIL(v, GDN_ERR_VALUE,
+                    "chunk_size is %d, expected 16, 32, 64 or 128 (0 = the backend's choice)", c);
     return check_finite(v, "scale", a->scale, true);
 }
 

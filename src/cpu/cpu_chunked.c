@@ -331,7 +331,8 @@ static void prefetch_rows(const chunk_job *j, const gdn_tensor *t, const seq_hea
     const int64_t c0 = s->t0 + c * j->g.C, L = chunk_length(j, s, c);
     const size_t esize = gdn_dtype_size(t->dtype), bytes = (size_t)width * esize;
     for (int64_t i = 0; i < L; i++) {
-        const char *row = (const char *)t->data + (size_t)token_offset(t, s->row, c0 + i, head) * esize;
+        const char *row =
+            (const char *)t->data + (size_t)token_offset(t, s->row, c0 + i, head) * esize;
         for (size_t b = 0; b < bytes; b += 64)
             __builtin_prefetch(row + b, 0, 2);
     }
@@ -536,7 +537,8 @@ static chunk_job job_of(const cpu_backend_state *st, const gdn_delta_rule_proble
         j.per_worker = work;
     } else {
         j.per_worker = inputs_floats(&j.g) + scratch_floats(j.k, &j.g) + keys_floats(&j.g) +
-                       record_floats(&j.g) + (size_t)j.per * (out_floats(&j.g) + state_floats(&j.g));
+                       record_floats(&j.g) +
+                       (size_t)j.per * (out_floats(&j.g) + state_floats(&j.g));
     }
     return j;
 }

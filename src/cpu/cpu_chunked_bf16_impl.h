@@ -59,6 +59,13 @@ static inline __m512 bf16_value(__m512i lanes) /* back to f32 */
     return _mm512_castsi512_ps(_mm512_slli_epi32(lanes, 16));
 }
 
+/* x as hi and lo bf16 lanes, x = hi + lo to ~2^-16. */
+static inline void bf16_split(__m512 x, __m512i *hi, __m512i *lo)
+{
+    *hi = bf16_lanes(x);
+    *lo = bf16_lanes(_mm512_sub_ps(x, bf16_value(*hi)));
+}
+
 /* Y [rows, cols] bf16 row-major (ldy) = X [rows, cols] f32 (ldx), cols a multiple of 32. Y may
  * overlay X when ldy == ldx: each block is read before anything at or past it is written. */
 static void to_bf16(const float *X, int64_t ldx, int64_t rows, int64_t cols, uint16_t *Y,
@@ -78,9 +85,8 @@ static void to_bf16_split(const float *X, int64_t ldx, int64_t rows, int64_t col
 {
     for (int64_t i = 0; i < rows; i++)
         for (int64_t j = 0; j < cols; j += 16) {
-            const __m512 x = _mm512_loadu_ps(X + i * ldx + j);
-            const __m512i h = bf16_lanes(x);
-            const __m512i l = bf16_lanes(_mm512_sub_ps(x, bf16_value(h)));
+            __m512i h, l;
+            bf16_split(_mm512_loadu_ps(X + i * ldx + j), &h, &l);
             _mm256_storeu_si256((__m256i *)(hi + i * ldy + j), _mm512_cvtepi32_epi16(h));
             _mm256_storeu_si256((__m256i *)(lo + i * ldy + j), _mm512_cvtepi32_epi16(l));
         }
@@ -102,9 +108,9 @@ static void to_vnni(const float *X, int64_t ldx, int64_t depth, int64_t cols, ui
 /* Rows x0 and x1 of a VNNI pair as hi and lo bf16 parts (x = hi + lo to ~2^-16), 16 words each. */
 static inline void vnni_split_pair(__m512 x0, __m512 x1, uint32_t *hi, uint32_t *lo)
 {
-    const __m512i h0 = bf16_lanes(x0), h1 = bf16_lanes(x1);
-    const __m512i l0 = bf16_lanes(_mm512_sub_ps(x0, bf16_value(h0)));
-    const __m512i l1 = bf16_lanes(_mm512_sub_ps(x1, bf16_value(h1)));
+    __m512i h0, l0, h1, l1;
+    bf16_split(x0, &h0, &l0);
+    bf16_split(x1, &h1, &l1);
     _mm512_storeu_si512(hi, _mm512_or_si512(h0, _mm512_slli_epi32(h1, 16)));
     _mm512_storeu_si512(lo, _mm512_or_si512(l0, _mm512_slli_epi32(l1, 16)));
 }
@@ -145,8 +151,9 @@ static void rows_to_vnni(const uint16_t *X, int64_t rows, int64_t cols, uint32_t
 {
     for (int64_t p = 0; p < rows / 2; p++)
         for (int64_t j = 0; j < cols; j += 16) {
-            const __m512i r0 = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(X + 2 * p * cols + j)));
-            const __m512i r1 = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(X + (2 * p + 1) * cols + j)));
+            const uint16_t *x0 = X + 2 * p * cols + j, *x1 = x0 + cols;
+            const __m512i r0 = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)x0));
+            const __m512i r1 = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)x1));
             _mm512_storeu_si512(vw + p * cols + j, _mm512_or_si512(r0, _mm512_slli_epi32(r1, 16)));
         }
 }

@@ -121,10 +121,13 @@ struct ck_args {
     float *eg;                  // [nc, HV, 64] scale exp(G_i) (16-bit path: Q is stored unscaled)
     float *ek;                  // [nc, HV, 64] 16-bit path: exp(G_last - G_i) / ||k_i|| (Kd holds
                                 // k as it came; the factor scales V' in the state update)
-    void *W, *Qd, *Kd;          // [nc, HV, 64, KP]
-    void *Wl;                   // [nc, HV, 64, KP] 16-bit path: W's lo part (W is W + Wl)
-    void *U;                    // [nc, HV, 64, VP]; f32 on the 16-bit path too
-    void *Aq;                   // [nc, HV, 64, 64]
+    // Per (chunk, value head): the f32 path [64, KP] for W, Qd, Kd, [64, VP] for U and
+    // [64, 64] for Aq; the 16-bit path tc_key_block / tc_u_tile / tc_aq_block bytes laid out as
+    // the state pass's stage (padded rows, U in 32-column tiles, f32)
+    void *W, *Qd, *Kd;
+    void *Wl;                   // 16-bit path: W's lo part (W is W + Wl)
+    void *U;
+    void *Aq;
 };
 
 ck_dims dims_for(int64_t K, int64_t V, int es)
@@ -857,7 +860,8 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
     // 1 / ||q_i||, 1 / ||k_i|| (1 without the in-kernel L2 norm). q and k stay the exact 16-bit
     // inputs and the norms scale the f32 results: rounding normalised rows to 16 bits would
     // cost q.k up to 2^-9 of |q||k|, much more than 2^-9 of q.k when the two are near orthogonal.
-    float *Iq = reinterpret_cast<float *>(smem + d.r_iq), *Ik = reinterpret_cast<float *>(smem + d.r_ik);
+    float *Iq = reinterpret_cast<float *>(smem + d.r_iq);
+    float *Ik = reinterpret_cast<float *>(smem + d.r_ik);
     const gdn_delta_rule_args &a = p.a;
     const int64_t hv = blockIdx.y;
     chunk_task ct;
@@ -919,7 +923,8 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
                 for (int e = 0; e < 4; e++) {
                     const int r = m0 + acc_row(e), cc = acc_col(jt, e);
                     Am[r * d.ldf + cc] =
-                        cc < r ? Bs[r] * Ik[r] * Ik[cc] * acc[jt][e] * __expf(Gs[r] - Gs[cc]) : 0.0f;
+                        cc < r ? Bs[r] * Ik[r] * Ik[cc] * acc[jt][e] * __expf(Gs[r] - Gs[cc])
+                               : 0.0f;
                 }
         } else {
             constexpr int ldq = kC + 32 / (int)sizeof(E);
@@ -1022,10 +1027,11 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
 // The same pass as chunk_state for bf16/f16 inputs, built for the sequential chain: 8 warps;
 // the chunk's W (hi and lo), Q, K', U (f32) and Aqk come in one chunk ahead (two stages, shared
 // layout fixed at compile time; one bulk copy per part on sm_90, cp.async elsewhere), its decay
-// and row factors into registers one chunk ahead too; every operand reaches the tensor cores by ldmatrix; the f32 state lives in
-// registers (warp w owns state rows 16w..16w+15, all 32 columns) and its 16-bit copy is
-// rewritten after each chunk (three barriers a chunk: loads in, V' done, state reads done). Warp
-// w computes rows 16 (w % 4).. of V' and O, columns 16 (w / 4)...
+// and row factors into registers one chunk ahead too; every operand reaches the tensor cores by
+// ldmatrix; the f32 state lives in registers (warp w owns state rows 16w..16w+15, all 32
+// columns) and its 16-bit copy is rewritten after each chunk (three barriers a chunk: loads in,
+// V' done, state reads done). Warp w computes rows 16 (w % 4).. of V' and O, columns
+// 16 (w / 4)..
 
 constexpr int kTcThreads = 256;
 
@@ -1649,7 +1655,8 @@ extern "C" gdn_status cuda_delta_rule_chunked(gdn_context *ctx, const gdn_delta_
     k.gl = reinterpret_cast<float *>(base + w.gl);
     k.eg = reinterpret_cast<float *>(base + w.eg);
     k.ek = reinterpret_cast<float *>(base + w.ek);
-    k.W = base + w.W, k.Wl = base + w.Wl, k.Qd = base + w.Qd, k.Kd = base + w.Kd, k.U = base + w.U, k.Aq = base + w.Aq;
+    k.W = base + w.W, k.Wl = base + w.Wl, k.Qd = base + w.Qd, k.Kd = base + w.Kd;
+    k.U = base + w.U, k.Aq = base + w.Aq;
     k.segc = w.segc, k.nslots = w.nslots;
     k.seg_off = reinterpret_cast<int64_t *>(base + w.seg_off);
     k.maps = reinterpret_cast<float *>(base + w.maps);
