@@ -9,8 +9,12 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+// Element access works on gdn_tensor and on any kernel-side copy of what a kernel reads of one
+// (members data, dtype and stride[], as the decode kernel's compact arguments).
+
 // Element off of a float tensor as f32 (kernels compute in f32; the reference is float64).
-__device__ __forceinline__ float ld(const gdn_tensor &t, int64_t off)
+template <class Tensor>
+__device__ __forceinline__ float ld(const Tensor &t, int64_t off)
 {
     switch (t.dtype) {
     case GDN_BF16: return __bfloat162float(static_cast<const __nv_bfloat16 *>(t.data)[off]);
@@ -19,7 +23,8 @@ __device__ __forceinline__ float ld(const gdn_tensor &t, int64_t off)
     }
 }
 
-__device__ __forceinline__ void st(const gdn_tensor &t, int64_t off, float v)
+template <class Tensor>
+__device__ __forceinline__ void st(const Tensor &t, int64_t off, float v)
 {
     switch (t.dtype) {
     case GDN_BF16: static_cast<__nv_bfloat16 *>(t.data)[off] = __float2bfloat16_rn(v); break;
@@ -57,7 +62,8 @@ __device__ __forceinline__ void cp_async_wait_all()
 }
 
 // Element i of a rank-1 index or flag tensor (i32, i64, u8).
-__device__ __forceinline__ int64_t ld_index(const gdn_tensor &t, int64_t i)
+template <class Tensor>
+__device__ __forceinline__ int64_t ld_index(const Tensor &t, int64_t i)
 {
     int64_t off = i * t.stride[0];
     switch (t.dtype) {
@@ -90,7 +96,8 @@ __device__ __forceinline__ float softplusf_(float x, float threshold)
     return x > 0.0f ? x + log1pf(expf(-x)) : log1pf(expf(x));
 }
 
-__device__ __forceinline__ float gate_g(const gdn_gating_params &p, int64_t h, float a)
+template <class Gating>
+__device__ __forceinline__ float gate_g(const Gating &p, int64_t h, float a)
 {
     float A = ld(p.A, h * p.A.stride[0]);
     float dt = p.dt_bias.data ? ld(p.dt_bias, h * p.dt_bias.stride[0]) : 0.0f;
@@ -98,7 +105,8 @@ __device__ __forceinline__ float gate_g(const gdn_gating_params &p, int64_t h, f
     return rate * softplusf_(a + dt, p.softplus_threshold);
 }
 
-__device__ __forceinline__ float gate_beta(const gdn_gating_params &p, float b)
+template <class Gating>
+__device__ __forceinline__ float gate_beta(const Gating &p, float b)
 {
     return (p.allow_neg_eigval ? 2.0f : 1.0f) * sigmoidf_(b);
 }
@@ -108,7 +116,8 @@ struct seq_info {
     int64_t row, t0, len;
 };
 
-__device__ __forceinline__ seq_info seq_span(const gdn_tensor &cu, int64_t T, int64_t n)
+template <class Tensor>
+__device__ __forceinline__ seq_info seq_span(const Tensor &cu, int64_t T, int64_t n)
 {
     seq_info s;
     if (cu.data) {
@@ -125,7 +134,8 @@ __device__ __forceinline__ seq_info seq_span(const gdn_tensor &cu, int64_t T, in
 
 // Slot of sequence n, or -1 to skip it. Out-of-range device-side slots are skipped too: the
 // host cannot check device memory without synchronizing, and a skip is safer than a stray write.
-__device__ __forceinline__ int64_t seq_slot(const gdn_tensor &slots, int64_t n, int64_t S)
+template <class Tensor>
+__device__ __forceinline__ int64_t seq_slot(const Tensor &slots, int64_t n, int64_t S)
 {
     int64_t s = slots.data ? ld_index(slots, n) : n;
     return s < S ? s : -1;
