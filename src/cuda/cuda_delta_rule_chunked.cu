@@ -1298,7 +1298,9 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
         return; // a padded sequence
     const bool kv = a.state_layout == GDN_STATE_KV;
     const int64_t s2 = a.state.stride[2], s3 = a.state.stride[3];
-    const bool owns = 16 * warp < KP; // this warp holds state rows 16w..16w+15
+    // this warp holds state rows 16w..16w+15; known at compile time when every warp does, so the
+    // state update and the output below are one block of code the compiler can interleave
+    const bool owns = KP == 16 * (kTcThreads / 32) || 16 * warp < KP;
     float S[4][4];
 #pragma unroll
     for (int jt = 0; jt < 4; jt++)
@@ -1389,6 +1391,27 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
                 }
         }
         __syncthreads(); // V' complete
+        // S <- decay S + K^T diag(ek) V' before the output: the next chunk waits on it, not on the
+        // output (which reads the 16-bit copies of the old S, rewritten after the barrier below)
+        if (owns) {
+#pragma unroll
+            for (int jt = 0; jt < 4; jt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    S[jt][e] *= decay;
+#pragma unroll
+            for (int k0 = 0; k0 < kC; k0 += 16) {
+                frag_a_trans(fa, Ks, L.ldk, 16 * warp, k0);
+                frag_b2(fb, Vkh, L.ldu, k0, 0);
+                mma2<P>(S[0], S[1], fa, fb);
+                frag_b2(fb, Vkh, L.ldu, k0, 16);
+                mma2<P>(S[2], S[3], fa, fb);
+                frag_b2(fb, Vkl, L.ldu, k0, 0);
+                mma2<P>(S[0], S[1], fa, fb);
+                frag_b2(fb, Vkl, L.ldu, k0, 16);
+                mma2<P>(S[2], S[3], fa, fb);
+            }
+        }
         if (OUT) { // O = scale e^G (Q S) + Aqk V', the row factor applied in f32
             const float eg0 = fac.eg0, eg8 = fac.eg8; // scale e^G of this thread's output rows
             float acc[2][4];
@@ -1412,25 +1435,6 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
                 mma2<P>(acc[0], acc[1], fa, fb);
             }
             store_out_tile(a.out, s.row, tok0, hv, 16 * mt, len, v0 + 16 * nh, (int)p.V, acc);
-        }
-        if (owns) { // S <- decay S + K^T diag(ek) V', and its 16-bit copy for the next chunk
-#pragma unroll
-            for (int jt = 0; jt < 4; jt++)
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    S[jt][e] *= decay;
-#pragma unroll
-            for (int k0 = 0; k0 < kC; k0 += 16) {
-                frag_a_trans(fa, Ks, L.ldk, 16 * warp, k0);
-                frag_b2(fb, Vkh, L.ldu, k0, 0);
-                mma2<P>(S[0], S[1], fa, fb);
-                frag_b2(fb, Vkh, L.ldu, k0, 16);
-                mma2<P>(S[2], S[3], fa, fb);
-                frag_b2(fb, Vkl, L.ldu, k0, 0);
-                mma2<P>(S[0], S[1], fa, fb);
-                frag_b2(fb, Vkl, L.ldu, k0, 16);
-                mma2<P>(S[2], S[3], fa, fb);
-            }
         }
         __syncthreads(); // every read of the 16-bit copies for this chunk is done
         if (owns)
