@@ -165,7 +165,7 @@ ck_dims dims_for(int64_t K, int64_t V, int es)
     d.r_v = take(kC * d.ldv * es);
     d.r_a = take(kC * d.ldf * 4);
     d.r_t = take(kC * d.ldf * 4);
-    d.r_x = take(16 * d.ldf * 4);
+    d.r_x = take(32 * d.ldf * 4);
     d.r_g = take(kC * 4);
     d.r_b = take(kC * 4);
     d.r_eg = take(kC * 4);
@@ -790,7 +790,11 @@ __device__ __forceinline__ void frag_a_f32(unsigned (&a)[4], const float *t, int
     a[3] = P::pack(x3.x, x3.y);
 }
 
-// Tm = (I + Am)^-1, Am strictly lower 64 x 64 (f32, row stride ld). Tm is written whole.
+// Tm = (I + Am)^-1, Am strictly lower 64 x 64 (f32, row stride ld), Xs 32 x ld of scratch.
+// Tm is written whole. The four 16 x 16 diagonal blocks by forward substitution, one warp each
+// (lane j carries column j); then blocks merge pairwise, 16 -> 32 -> 64: the inverse of
+// [[L11, 0], [A21, L22]] has T21 = -T22 (A21 T11). Both merges of the first level run at once,
+// so the off-diagonal part takes four products in sequence (split-tf32: f32 accuracy).
 __device__ void unit_lower_inverse_tc(const float *Am, float *Tm, float *Xs, int ld)
 {
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -799,21 +803,22 @@ __device__ void unit_lower_inverse_tc(const float *Am, float *Tm, float *Xs, int
         if (r / 16 != c / 16)
             Tm[r * ld + c] = 0.0f; // off-diagonal blocks: the upper ones stay zero
     }
-    if (warp < 4) { // diagonal block `warp`; lane j < 16 carries column j
+    if (warp < 4) { // diagonal block `warp`
         const int b0 = 16 * warp, j = lane & 15;
-        float t[16];
+        const float *blk = Am + b0 * ld + b0;
+        // Right-looking: once t[i] is final it is folded into every later row's sum, so the
+        // dependent chain is 15 steps of one multiply-add (row by row it was 120).
+        float t[16], sum[16];
 #pragma unroll
         for (int i = 0; i < 16; i++)
-            t[i] = i == j ? 1.0f : 0.0f;
+            sum[i] = 0.0f;
+        t[0] = j == 0 ? 1.0f : 0.0f;
 #pragma unroll
-        for (int i = 1; i < 16; i++) {
-            const float *arow = Am + (b0 + i) * ld + b0;
-            float acc = 0.0f;
+        for (int i = 0; i < 15; i++) {
 #pragma unroll
-            for (int m = 0; m < i; m++)
-                acc += arow[m] * t[m];
-            if (i > j)
-                t[i] = -acc;
+            for (int r = i + 1; r < 16; r++)
+                sum[r] += blk[r * ld + i] * t[i];
+            t[i + 1] = i + 1 == j ? 1.0f : i + 1 > j ? -sum[i + 1] : 0.0f;
         }
         if (lane < 16)
 #pragma unroll
@@ -821,28 +826,48 @@ __device__ void unit_lower_inverse_tc(const float *Am, float *Tm, float *Xs, int
                 Tm[(b0 + i) * ld + b0 + j] = t[i];
     }
     __syncthreads();
-    for (int I = 1; I < 4; I++) { // block row I: T_IJ = -T_II (A_I,0:16I T_0:16I,J)
-        const int w = 16 * I;
-        if (warp < 2 * I) {
-            float acc[1][4];
-            acc_zero(acc);
-            warp_mma<prec_tf32x3>(acc, view(Am + w * ld, ld, 1), view(Tm, ld, 1), 0, 8 * warp, w);
+    // first level: blocks (1, 0) and (3, 2), warp w < 4 on pair w / 2, columns 8 (w % 2)..
+    const int pair = warp >> 1, o = 32 * pair, n1 = 8 * (warp & 1);
+    if (warp < 4) { // X = A21 T11
+        float acc[1][4];
+        acc_zero(acc);
+        warp_mma<prec_tf32x3>(acc, view(Am + (o + 16) * ld + o, ld, 1), view(Tm + o * ld + o, ld, 1),
+                              0, n1, 16);
 #pragma unroll
-            for (int e = 0; e < 4; e++)
-                Xs[acc_row(e) * ld + acc_col(0, e) + 8 * warp] = acc[0][e];
-        }
-        __syncthreads();
-        if (warp < 2 * I) {
-            float acc[1][4];
-            acc_zero(acc);
-            warp_mma<prec_tf32x3>(acc, view(Tm + w * ld + w, ld, 1), view(Xs, ld, 1), 0, 8 * warp,
-                                  16);
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                Tm[(w + acc_row(e)) * ld + acc_col(0, e) + 8 * warp] = -acc[0][e];
-        }
-        __syncthreads();
+        for (int e = 0; e < 4; e++)
+            Xs[(16 * pair + acc_row(e)) * ld + n1 + acc_col(0, e)] = acc[0][e];
     }
+    __syncthreads();
+    if (warp < 4) { // T21 = -T22 X
+        float acc[1][4];
+        acc_zero(acc);
+        warp_mma<prec_tf32x3>(acc, view(Tm + (o + 16) * ld + o + 16, ld, 1),
+                              view(Xs + 16 * pair * ld, ld, 1), 0, n1, 16);
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            Tm[(o + 16 + acc_row(e)) * ld + o + n1 + acc_col(0, e)] = -acc[0][e];
+    }
+    __syncthreads();
+    // second level: block (1, 0) of 32 x 32 blocks, warp w on rows 16 (w / 4).., columns 8 (w % 4)..
+    const int m2 = 16 * (warp >> 2), n2 = 8 * (warp & 3);
+    {
+        float acc[1][4];
+        acc_zero(acc);
+        warp_mma<prec_tf32x3>(acc, view(Am + 32 * ld, ld, 1), view(Tm, ld, 1), m2, n2, 32);
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            Xs[(m2 + acc_row(e)) * ld + n2 + acc_col(0, e)] = acc[0][e];
+    }
+    __syncthreads();
+    {
+        float acc[1][4];
+        acc_zero(acc);
+        warp_mma<prec_tf32x3>(acc, view(Tm + 32 * ld + 32, ld, 1), view(Xs, ld, 1), m2, n2, 32);
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            Tm[(32 + m2 + acc_row(e)) * ld + n2 + acc_col(0, e)] = -acc[0][e];
+    }
+    __syncthreads();
 }
 
 template <class P, int KP>
