@@ -51,9 +51,13 @@ int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 // (hi, lo). A compile-time constant in the kernel, so every shared address is a per-thread base
 // plus an immediate; dims_for copies it for the host. On the 16-bit path the workspace holds each
 // chunk's W, W lo, Q, K and Aqk with the same padded rows, and U as 32-column tiles of rows
-// kUld wide, so a stage's parts arrive by one linear copy each. The pads are 32 bytes, so every
-// row starts a 32-byte sector: with 16-byte pads half the sectors the preparation wrote were
-// shared by two rows, and its time went from 360 to 550-600 us (measured, T = 8192, HV = 32).
+// kUld wide, so a stage's parts arrive by one linear copy each. Rows of W, Q, K (KP wide) and
+// Aqk (64 wide) that are a multiple of 128 bytes go unpadded with their 16-byte pieces swizzled
+// (tile_at in cuda_mma.cuh): ldmatrix reads them without bank conflicts, and every row is whole
+// 32-byte sectors. Other widths (KP = 32, 96) get 32-byte pads: with 16-byte pads half the
+// sectors the preparation wrote were shared by two rows, and its time went from 360 to 550-600 us
+// (measured, T = 8192, HV = 32); 32-byte pads cost 2-way conflicts in ldmatrix instead (the
+// state pass of K = 128 took 406 us with them, against 344 us with the conflict-free 16-byte pads).
 constexpr int kUld = kVT + 8; // U's rows (f32) in the 16-bit path's workspace and stages
 
 struct tc_layout {
@@ -67,14 +71,19 @@ __host__ __device__ constexpr tc_layout tc_layout_for(int KP, int es);
 
 // Bytes per (chunk, value head) of the 16-bit path's workspace arrays: W, W lo, Q, K (rows of
 // ldk); Aqk (rows of ldq); U (VP / 32 tiles of 64 rows of kUld floats).
-__host__ __device__ constexpr int tc_key_block(int KP, int es) { return kC * (KP + 32 / es) * es; }
-__host__ __device__ constexpr int tc_aq_block(int es) { return kC * (kC + 32 / es) * es; }
+__host__ __device__ constexpr bool tc_swizzled(int n, int es) { return n * es % 128 == 0; }
+__host__ __device__ constexpr int tc_ld(int n, int es)
+{
+    return tc_swizzled(n, es) ? n : n + 32 / es;
+}
+__host__ __device__ constexpr int tc_key_block(int KP, int es) { return kC * tc_ld(KP, es) * es; }
+__host__ __device__ constexpr int tc_aq_block(int es) { return kC * tc_ld(kC, es) * es; }
 __host__ __device__ constexpr int tc_u_tile() { return kC * kUld * 4; }
 
 __host__ __device__ constexpr tc_layout tc_layout_for(int KP, int es)
 {
     tc_layout L{};
-    L.ldk = KP + 32 / es, L.ldu = kVT + 16 / es, L.ldq = kC + 32 / es;
+    L.ldk = tc_ld(KP, es), L.ldu = kVT + 16 / es, L.ldq = tc_ld(kC, es);
     L.w = 0;
     L.wl = L.w + round16(kC * L.ldk * es);
     L.q = L.wl + round16(kC * L.ldk * es);
@@ -123,7 +132,7 @@ struct ck_args {
                                 // k as it came; the factor scales V' in the state update)
     // Per (chunk, value head): the f32 path [64, KP] for W, Qd, Kd, [64, VP] for U and
     // [64, 64] for Aq; the 16-bit path tc_key_block / tc_u_tile / tc_aq_block bytes laid out as
-    // the state pass's stage (padded rows, U in 32-column tiles, f32)
+    // the state pass's stage (swizzled or padded rows, U in 32-column tiles, f32)
     void *W, *Qd, *Kd;
     void *Wl;                   // 16-bit path: W's lo part (W is W + Wl)
     void *U;
@@ -831,8 +840,8 @@ __device__ void unit_lower_inverse_tc(const float *Am, float *Tm, float *Xs, int
     if (warp < 4) { // X = A21 T11
         float acc[1][4];
         acc_zero(acc);
-        warp_mma<prec_tf32x3>(acc, view(Am + (o + 16) * ld + o, ld, 1), view(Tm + o * ld + o, ld, 1),
-                              0, n1, 16);
+        warp_mma<prec_tf32x3>(acc, view(Am + (o + 16) * ld + o, ld, 1),
+                              view(Tm + o * ld + o, ld, 1), 0, n1, 16);
 #pragma unroll
         for (int e = 0; e < 4; e++)
             Xs[(16 * pair + acc_row(e)) * ld + n1 + acc_col(0, e)] = acc[0][e];
@@ -848,7 +857,8 @@ __device__ void unit_lower_inverse_tc(const float *Am, float *Tm, float *Xs, int
             Tm[(o + 16 + acc_row(e)) * ld + o + n1 + acc_col(0, e)] = -acc[0][e];
     }
     __syncthreads();
-    // second level: block (1, 0) of 32 x 32 blocks, warp w on rows 16 (w / 4).., columns 8 (w % 4)..
+    // second level: block (1, 0) of 32 x 32 blocks, warp w on rows 16 (w / 4).., columns
+    // 8 (w % 4)..
     const int m2 = 16 * (warp >> 2), n2 = 8 * (warp & 3);
     {
         float acc[1][4];
@@ -897,8 +907,10 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
     const int len = ct.len;
     const int tid = threadIdx.x, warp = tid >> 5;
     const int VP = d.VP;
-    // W, W lo, Q and K go to the workspace with the state pass's padded rows (tc_layout)
+    // W, W lo, Q and K go to the workspace in the state pass's shared layout (tc_layout): rows of
+    // ldg elements, swizzled or padded
     constexpr int ldg = tc_layout_for(KP, sizeof(E)).ldk, kblk = kC * ldg;
+    constexpr bool kswz = tc_swizzled(KP, sizeof(E));
 
     if (rows16_ok(a.k, p.K) && rows16_ok(a.q, p.K) && rows16_ok(a.v, p.V)) {
         // every row is whole 16-byte pieces: one round of cp.async for the whole chunk, in
@@ -952,7 +964,8 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
                                : 0.0f;
                 }
         } else {
-            constexpr int ldq = kC + 32 / (int)sizeof(E);
+            constexpr int ldq = tc_ld(kC, sizeof(E));
+            constexpr bool qswz = tc_swizzled(kC, sizeof(E));
             E *aq = static_cast<E *>(p.Aq) + ch * (tc_aq_block(sizeof(E)) / (int)sizeof(E));
 #pragma unroll
             for (int jt = 0; jt < 8; jt++)
@@ -965,7 +978,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
                     const float y =
                         cc + 1 <= r ? f * Ik[cc + 1] * acc[jt][e + 1] * __expf(Gs[r] - Gs[cc + 1])
                                     : 0.0f;
-                    store_pair(aq + r * ldq + cc, x, y);
+                    store_pair(aq + tile_at<qswz>(r, cc, ldq), x, y);
                 }
         }
     }
@@ -988,9 +1001,9 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
             for (int x = 8 * (tid & 15); x < KP; x += 128) {
                 const int at = i * d.ldk + x;
                 const uint4 kv = *reinterpret_cast<const uint4 *>(Ks + at);
-                *reinterpret_cast<uint4 *>(qd + i * ldg + x) =
-                    *reinterpret_cast<const uint4 *>(Qs + at);
-                *reinterpret_cast<uint4 *>(kd + i * ldg + x) = kv;
+                const int gat = tile_at<kswz>(i, x, ldg);
+                *reinterpret_cast<uint4 *>(qd + gat) = *reinterpret_cast<const uint4 *>(Qs + at);
+                *reinterpret_cast<uint4 *>(kd + gat) = kv;
                 scale_split8<P>(kv, fb, *reinterpret_cast<uint4 *>(Ks + at),
                                 *reinterpret_cast<uint4 *>(Kl + at));
             }
@@ -1036,7 +1049,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
                 for (int e = 0; e < 4; e += 2) {
                     const float x = acc[jt][e], y = acc[jt][e + 1];
                     if (isw) {
-                        const int at = (m0 + acc_row(e)) * ldg + nb + acc_col(jt, e);
+                        const int at = tile_at<kswz>(m0 + acc_row(e), nb + acc_col(jt, e), ldg);
                         store_pair_split(w + at, wl + at, x, y);
                     } else {
                         const int c = nb + acc_col(jt, e); // U tile c / 32, column c % 32
@@ -1297,6 +1310,7 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
     extern __shared__ __align__(16) unsigned char smem[];
     const ck_dims &d = p.d;
     constexpr tc_layout L = tc_layout_for(KP, sizeof(E));
+    constexpr bool kswz = tc_swizzled(KP, sizeof(E)), qswz = tc_swizzled(kC, sizeof(E));
     E *Vn = reinterpret_cast<E *>(smem + L.vn);
     // diag(e^(G_last - G) / ||k||) V' as hi + lo: the state update's right operand, whose single
     // rounding would land in the state every chunk (with long memory, ~1e-3 of it)
@@ -1395,9 +1409,9 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
             acc_zero(acc);
             for (int k0 = 0; k0 < KP; k0 += 16) {
                 frag_b2(fb, Sh, L.ldu, k0, 16 * nh);
-                frag_a(fa, Wls, L.ldk, 16 * mt, k0);
+                frag_a<kswz>(fa, Wls, L.ldk, 16 * mt, k0);
                 mma2<P>(acc[0], acc[1], fa, fb);
-                frag_a(fa, Ws, L.ldk, 16 * mt, k0);
+                frag_a<kswz>(fa, Ws, L.ldk, 16 * mt, k0);
                 mma2<P>(acc[0], acc[1], fa, fb);
                 frag_b2(fb, Sl, L.ldu, k0, 16 * nh);
                 mma2<P>(acc[0], acc[1], fa, fb);
@@ -1426,7 +1440,7 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
                     S[jt][e] *= decay;
 #pragma unroll
             for (int k0 = 0; k0 < kC; k0 += 16) {
-                frag_a_trans(fa, Ks, L.ldk, 16 * warp, k0);
+                frag_a_trans<kswz>(fa, Ks, L.ldk, 16 * warp, k0);
                 frag_b2(fb, Vkh, L.ldu, k0, 0);
                 mma2<P>(S[0], S[1], fa, fb);
                 frag_b2(fb, Vkh, L.ldu, k0, 16);
@@ -1442,7 +1456,7 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
             float acc[2][4];
             acc_zero(acc);
             for (int k0 = 0; k0 < KP; k0 += 16) {
-                frag_a(fa, Qs, L.ldk, 16 * mt, k0);
+                frag_a<kswz>(fa, Qs, L.ldk, 16 * mt, k0);
                 frag_b2(fb, Sh, L.ldu, k0, 16 * nh);
                 mma2<P>(acc[0], acc[1], fa, fb);
                 frag_b2(fb, Sl, L.ldu, k0, 16 * nh);
@@ -1455,7 +1469,7 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
             }
 #pragma unroll
             for (int k0 = 0; k0 < kC; k0 += 16) {
-                frag_a(fa, As, L.ldq, 16 * mt, k0);
+                frag_a<qswz>(fa, As, L.ldq, 16 * mt, k0);
                 frag_b2(fb, Vn, L.ldu, k0, 16 * nh);
                 mma2<P>(acc[0], acc[1], fa, fb);
             }

@@ -200,20 +200,30 @@ __device__ __forceinline__ void ldsm_x4_trans(unsigned (&r)[4], const void *p)
                  : "r"(a));
 }
 
+// Element (r, c) of a 16-bit row-major tile of row stride ld. SWZ: the tile's rows are a
+// multiple of 128 bytes and their 16-byte pieces are XOR-swizzled by the row (piece c / 8 of row
+// r stored at piece (c / 8) ^ (r % 8)), so the eight rows of an ldmatrix read hit distinct banks
+// without padding, and each 32-byte sector still holds the two pieces of one row.
+template <bool SWZ>
+__host__ __device__ __forceinline__ int tile_at(int r, int c, int ld)
+{
+    return SWZ ? r * ld + ((((c >> 3) ^ r) & 7) << 3) + (c & ~63) + (c & 7) : r * ld + c;
+}
+
 // A fragment (16 x 16 at (m0, k0)) of a row-major [m][k] tile.
-template <class E>
+template <bool SWZ = false, class E>
 __device__ __forceinline__ void frag_a(unsigned (&a)[4], const E *t, int ld, int m0, int k0)
 {
     const int l = threadIdx.x & 31;
-    ldsm_x4(a, t + (m0 + (l & 15)) * ld + k0 + 8 * (l >> 4));
+    ldsm_x4(a, t + tile_at<SWZ>(m0 + (l & 15), k0 + 8 * (l >> 4), ld));
 }
 
 // A fragment (16 x 16 at (m0, k0)) of A = X^T, X row-major [k][m] in shared memory.
-template <class E>
+template <bool SWZ = false, class E>
 __device__ __forceinline__ void frag_a_trans(unsigned (&a)[4], const E *x, int ld, int m0, int k0)
 {
     const int l = threadIdx.x & 31;
-    ldsm_x4_trans(a, x + (k0 + (l & 7) + 8 * (l >> 4)) * ld + m0 + 8 * ((l >> 3) & 1));
+    ldsm_x4_trans(a, x + tile_at<SWZ>(k0 + (l & 7) + 8 * (l >> 4), m0 + 8 * ((l >> 3) & 1), ld));
 }
 
 // B fragments of two n-tiles (16 x 16 at (k0, n0)) of a row-major [k][n] tile: {b[0], b[1]}
