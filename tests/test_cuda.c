@@ -8,7 +8,7 @@
  *     sequences, the same options drawn at random; f32 inputs to 1e-5, bf16/f16 inputs to 5e-3;
  *   - the same with each sequence split into segments of forced lengths (16-bit inputs), against
  *     the reference and the unsplit form;
- *   - long memory (values the state predicts): the state within 1e-3 for 16-bit inputs, split
+ *   - long memory (values the state predicts): the state within 1e-4 for 16-bit inputs, split
  *     or not;
  *   - a whole decode step (conv update, gating, L2 norm, delta rule) captured into a CUDA graph
  *     and replayed gives the same bytes as running it eagerly, on a non-default stream;
@@ -198,16 +198,17 @@ static void test_chunked_split(rng *r)
  * nearly cancels in every token; an operand rounded to 16 bits before that cancellation, or on
  * its way into the state, shows up amplified. With W's and U's right operands and the update's
  * operands rounded once, bf16 states measured 1.4e-3 to 2.9e-3 off on these cases; with them as
- * hi + lo parts, 1.8e-4 to 4.4e-4 (H200). 16-bit states are held to 1e-3 here, a fifth of their
- * general bar (outputs keep 5e-3: Aqk V' rounds V' once); f32 to 1e-5. Unsplit and in 3-chunk
- * segments. */
+ * hi + lo parts but the inverse T rounded once, 1e-4 to 1.4e-3 (a 1e-3 bar failed about one fresh
+ * seed in twenty, e.g. GDN_SEED=2038890382352874758); with T split too, 1.7e-6 to 7.8e-6 (H200).
+ * 16-bit states are held to 1e-4 here, so a return of any single rounding fails (outputs keep
+ * 5e-3: Aqk V' rounds V' once); f32 to 1e-5. Unsplit and in 3-chunk segments. */
 static void test_long_memory(rng *r)
 {
     for (int i = 0; i < 6; i++) {
         delta_config f = delta_config_long_memory(i, r);
         f.dtype = i < 3 ? GDN_BF16 : (gdn_dtype[]){GDN_F32, GDN_F16}[rng_int(r, 0, 1)];
         const bool f32 = f.dtype == GDN_F32;
-        const double tol = f32 ? 1e-5 : 5e-3, state_tol = f32 ? 1e-5 : 1e-3;
+        const double tol = f32 ? 1e-5 : 5e-3, state_tol = f32 ? 1e-5 : 1e-4;
         delta_case c;
         delta_case_init(&c, &f, r);
         CHECK_OK(delta_case_run(ref, &c, GDN_ALGO_RECURRENT), ref);

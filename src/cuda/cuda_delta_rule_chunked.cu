@@ -28,9 +28,11 @@
 // once: q and k stay the exact 16-bit inputs, their inverse L2 norms and the decay factors
 // (scale e^G for Q, e^(G_last - G) for K) applied to f32 results; W's and U's right operands
 // (beta e^G k, beta v) and W itself go as hi + lo 16-bit parts, U stays f32; the state enters
-// W S and Q S as hi + lo, and the update's scaled V' too. Only Aqk and V' of the output's
-// Aqk V' and the inverse T (shared by W and U, so it only scales V') are rounded once. Measured
-// on long-memory cases: state errors from 1.4e-3 to 2.9e-3 with single-rounded operands.
+// W S and Q S as hi + lo, and the update's scaled V' too; so does the inverse T in W and U (an
+// ill-conditioned chunk makes T's entries large and V' = T (...) a cancellation too). Only Aqk
+// and V' of the output's Aqk V' are rounded once. Measured on long-memory cases (H200): state
+// errors from 1.4e-3 to 2.9e-3 with single-rounded operands; 1e-4 to 1.4e-3 with all but T
+// split; 1.7e-6 to 7.8e-6 with T split too.
 #include "cuda_common.cuh"
 #include "cuda_mma.cuh"
 
@@ -785,18 +787,24 @@ __device__ __forceinline__ void frag_b2_trans(unsigned (&b)[4], const E *y, int 
     ldsm_x4(b, y + (n0 + (l & 7) + 8 * (l >> 4)) * ld + k0 + 8 * ((l >> 3) & 1));
 }
 
-// A fragment (16 x 16 at (m0, k0)) of an f32 row-major tile, rounded to the policy's type.
+// A fragment (16 x 16 at (m0, k0)) of an f32 row-major tile as hi + lo parts in the policy's
+// type: hi the elements rounded, lo what rounding left (hi + lo = the element to about 16 bits).
 template <class P>
-__device__ __forceinline__ void frag_a_f32(unsigned (&a)[4], const float *t, int ld, int m0, int k0)
+__device__ __forceinline__ void frag_a_f32_split(unsigned (&hi)[4], unsigned (&lo)[4],
+                                                 const float *t, int ld, int m0, int k0)
 {
     const int g = (threadIdx.x & 31) >> 2, c = k0 + 2 * (threadIdx.x & 3);
     const float *r0 = t + (m0 + g) * ld, *r1 = r0 + 8 * ld;
-    float2 x0 = *reinterpret_cast<const float2 *>(r0 + c), x1 = *reinterpret_cast<const float2 *>(r1 + c);
-    float2 x2 = *reinterpret_cast<const float2 *>(r0 + c + 8), x3 = *reinterpret_cast<const float2 *>(r1 + c + 8);
-    a[0] = P::pack(x0.x, x0.y);
-    a[1] = P::pack(x1.x, x1.y);
-    a[2] = P::pack(x2.x, x2.y);
-    a[3] = P::pack(x3.x, x3.y);
+    const float2 x[4] = {*reinterpret_cast<const float2 *>(r0 + c),
+                         *reinterpret_cast<const float2 *>(r1 + c),
+                         *reinterpret_cast<const float2 *>(r0 + c + 8),
+                         *reinterpret_cast<const float2 *>(r1 + c + 8)};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        hi[i] = P::pack(x[i].x, x[i].y);
+        const float2 h = P::unpack(hi[i]);
+        lo[i] = P::pack(x[i].x - h.x, x[i].y - h.y);
+    }
 }
 
 // Tm = (I + Am)^-1, Am strictly lower 64 x 64 (f32, row stride ld), Xs 32 x ld of scratch.
@@ -1021,15 +1029,16 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
     { // W = T (diag(beta e^G) K), U = T (diag(beta) V): warp w rows 16 (w % 4), half the columns.
       // With long memory the state pass's V' = U - W S is a small difference of large terms, so
       // U stays f32 and W goes out as hi + lo 16-bit parts, and the right operands enter as
-      // hi + lo too: the cancellation happens in f32. (T's own 16-bit rounding is shared by U
-      // and W, so it scales V' = T (beta v - beta e^G k S) and is harmless.)
+      // hi + lo too, and so does T: the cancellation happens in f32. (T rounded once is shared
+      // by U and W, so it only scales V' = T (beta v - beta e^G k S) when T is well conditioned;
+      // on some long-memory draws it left the state 1e-3 off, against 6e-6 with T split.)
         const int m0 = 16 * (warp & 3), half = warp >> 2;
         E *w = static_cast<E *>(p.W) + ch * kblk, *wl = static_cast<E *>(p.Wl) + ch * kblk;
         float *u = static_cast<float *>(p.U) + ch * (VP / kVT) * (tc_u_tile() / 4);
-        unsigned ta[4][4], fb[4];
+        unsigned ta[4][4], tl[4][4], fb[4]; // T as hi + lo fragments
 #pragma unroll
         for (int ks = 0; ks < 4; ks++)
-            frag_a_f32<P>(ta[ks], Tm, d.ldf, m0, 16 * ks);
+            frag_a_f32_split<P>(ta[ks], tl[ks], Tm, d.ldf, m0, 16 * ks);
         for (int n0 = half * 16; n0 < KP + VP; n0 += 32) {
             const bool isw = n0 < KP;
             const E *B = isw ? Ks : Vs, *Bl = isw ? Kl : Vl;
@@ -1040,6 +1049,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
             for (int ks = 0; ks < 4; ks++) {
                 frag_b2(fb, B, ldb, 16 * ks, nb);
                 mma2<P>(acc[0], acc[1], ta[ks], fb);
+                mma2<P>(acc[0], acc[1], tl[ks], fb);
                 frag_b2(fb, Bl, ldb, 16 * ks, nb);
                 mma2<P>(acc[0], acc[1], ta[ks], fb);
             }
