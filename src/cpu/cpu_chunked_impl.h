@@ -84,6 +84,30 @@ static void load_row(const gdn_tensor *t, int64_t off, int64_t n, float *dst)
     cpu_load_f32(t, off, n, dst);
 }
 
+#if defined(__x86_64__)
+static void stream_word(float *dst, float x)
+{
+    int bits;
+    memcpy(&bits, &x, sizeof bits);
+    _mm_stream_si32((int *)dst, bits);
+}
+
+/* dst[0 .. n-1] = src[0 .. n-1] by streaming stores of 4 and 16 bytes, for the pieces of a row
+ * that do not fill a 64-byte line. A plain store there would read the line and hold it against
+ * the streaming stores of its other part (a neighbouring head's row, written just before or
+ * after); streamed, both parts meet in one write-combining buffer and leave as a full line. */
+static void stream_piece(float *dst, const float *src, int64_t n)
+{
+    int64_t i = 0;
+    for (; i < n && (uintptr_t)(dst + i) % 16; i++)
+        stream_word(dst + i, src[i]);
+    for (; i + 4 <= n; i += 4)
+        _mm_stream_ps(dst + i, _mm_loadu_ps(src + i));
+    for (; i < n; i++)
+        stream_word(dst + i, src[i]);
+}
+#endif
+
 /* f32 output rows go out with streaming stores (the driver fences after each chunk's rows): a
  * prefill's output is written once, far larger than the caches, and a plain store first reads
  * each line it writes. */
@@ -92,20 +116,22 @@ static void store_row(const gdn_tensor *t, int64_t off, int64_t n, const float *
 #if defined(__x86_64__) && (LANES == 16 || LANES == 8 || LANES == 4)
     if (t->dtype == GDN_F32) {
         float *dst = (float *)t->data + off;
-        int64_t i = 0;
-        for (; i < n && (uintptr_t)(dst + i) % (LANES * sizeof(float)); i++)
-            dst[i] = src[i];
-        for (; i + LANES <= n; i += LANES) {
+        const int64_t line = 64 / sizeof(float);
+        int64_t i = (int64_t)(((uintptr_t)-(uintptr_t)dst % 64) / sizeof(float));
+        i = i < n ? i : n;
+        stream_piece(dst, src, i);
+        for (; i + line <= n; i += line) {
 #if LANES == 16
             _mm512_stream_ps(dst + i, _mm512_loadu_ps(src + i));
 #elif LANES == 8
             _mm256_stream_ps(dst + i, _mm256_loadu_ps(src + i));
+            _mm256_stream_ps(dst + i + 8, _mm256_loadu_ps(src + i + 8));
 #else
-            _mm_stream_ps(dst + i, _mm_loadu_ps(src + i));
+            for (int64_t l = 0; l < line; l += 4)
+                _mm_stream_ps(dst + i + l, _mm_loadu_ps(src + i + l));
 #endif
         }
-        for (; i < n; i++)
-            dst[i] = src[i];
+        stream_piece(dst + i, src + i, n - i);
         return;
     }
 #endif
