@@ -77,8 +77,9 @@ typedef struct cpu_chunk_keys {
 /* One value head's share of a chunk, filled by the driver (rows >= L zero, beta 0, G held at
  * G[L-1]) and then worked in place by the prep kernel. */
 typedef struct cpu_chunk_inputs {
-    float *Vc;              /* [Cp, Vp] values (f32 kernels: -> beta v) */
-    float *A;               /* [Cp, Cp] scratch: strictly lower beta_i k_i.k_j e^(G_i - G_j) */
+    float *Vc;              /* [Cp, Vp] values */
+    float *A;               /* [Cp, Cp] scratch: strictly lower beta_i k_i.k_j e^(G_i - G_j)
+                             * (f32 kernels: then (I + A)^-1 diag(beta)) */
     float *Tinv;            /* [Cp, Cp] scratch: (I + A)^-1 */
     float *G, *beta;        /* [Cp] cumulative log-decay within the chunk, write strength */
 } cpu_chunk_inputs;
@@ -89,12 +90,14 @@ typedef struct cpu_chunk_record {
     float *W;               /* [Cp, Kp] -(I + A)^-1 diag(beta e^G) K.  AMX: unused */
     float *U;               /* [Cp, Vp] (I + A)^-1 diag(beta) V; the state pass turns it into
                              * V' = U - W S in place.  AMX: diag(beta) V, then V' */
-    float *Q;               /* [Cp, Kp] scale e^G_i q_i.  AMX: unused */
+    float *Q;               /* [Cp, Kp] unused (the f32 kernels take the keys' Q and the
+                             * factors in `rows`) */
     float *KT;              /* [Kp, Cp] K^T with column m scaled by e^(G_last - G_m).  AMX:
                              * unused */
     float *P;               /* [Cp, Cp] lower scale q_i.k_j e^(G_i - G_j), j <= i (AMX: bf16) */
     float *T;               /* [Cp, Cp] bf16 kernels only: (I + A)^-1 as hi and lo bf16 parts */
-    float *rows;            /* [3 Cp] bf16 kernels only: per-row factors (see bf16_prep) */
+    float *rows;            /* [3 Cp] per-row factors: f32 kernels scale e^G_i of O's row i
+                             * (the queries'), bf16 kernels see bf16_prep */
     float *decay;           /* [1] e^G_last */
 } cpu_chunk_record;
 

@@ -9,8 +9,8 @@
  *   prep_keys (once per key head): K^T, K K^T, Q K^T;
  *   prep (per value head): A = strictly lower beta_i k_i.k_j e^(G_i - G_j),  Tinv = (I + A)^-1
  *          (forward substitution), W = -Tinv diag(beta e^G) K, U = Tinv diag(beta) V,
- *          P = lower scale q_i.k_j e^(G_i - G_j), Q = scale e^G_i q_i, KT = (e^(G_last - G) k)^T;
- *   state: V' = U + W S, O = Q S + P V', S = e^G_last S + KT V'. */
+ *          P = lower scale q_i.k_j e^(G_i - G_j), KT = (e^(G_last - G) k)^T;
+ *   state: V' = U + W S, O = diag(scale e^G) Q S + P V', S = e^G_last S + KT V'. */
 #include "cpu.h"
 #include "cpu_vec.h"
 
@@ -188,23 +188,19 @@ static void transpose_words(const uint32_t *X, int64_t rows, int64_t cols, uint3
 #endif
 
 #ifdef CPU_CHUNK_KERNELS /* the f32 kernels (cpu_chunked_bf16_impl.h uses only the helpers above) */
-static void scale_rows(float *X, int64_t ld, int64_t i, float s)
-{
-    for (int64_t j = 0; j < ld; j += LANES)
-        vstore(X + i * ld + j, vsplat(s) * vload(X + i * ld + j));
-}
-
-/* Cout[MR, NR] = cs Cin + A[MR, depth] B[depth, NR] (no Cin term when Cin is NULL). Cout may be
- * Cin: the tile reads all of Cin before it writes. */
+/* Cout[MR, NR] = diag(cs) Cin + A[MR, depth] B[depth, NR], row r's factor cs[r * cs_step]
+ * (cs_step 0: one factor for all rows; no Cin term when Cin is NULL). Cout may be Cin: the tile
+ * reads all of Cin before it writes. */
 static inline void tile(int64_t depth, const float *A, int64_t lda, const float *B, int64_t ldb,
-                        const float *Cin, int64_t ldi, float cs, float *Cout, int64_t ldo)
+                        const float *Cin, int64_t ldi, const float *cs, int64_t cs_step,
+                        float *Cout, int64_t ldo)
 {
     vf acc[MR][NV];
 #pragma GCC unroll 16
     for (int r = 0; r < MR; r++)
 #pragma GCC unroll 4
         for (int v = 0; v < NV; v++)
-            acc[r][v] = Cin ? vsplat(cs) * vload(Cin + r * ldi + v * LANES) : (vf){0};
+            acc[r][v] = Cin ? vsplat(cs[r * cs_step]) * vload(Cin + r * ldi + v * LANES) : (vf){0};
     for (int64_t p = 0; p < depth; p++) {
         vf b[NV];
 #pragma GCC unroll 4
@@ -225,18 +221,27 @@ static inline void tile(int64_t depth, const float *A, int64_t lda, const float 
             vstore(Cout + r * ldo + v * LANES, acc[r][v]);
 }
 
-/* Cout[M, N] = cs Cin + A[M, depth] B[depth, N], M a multiple of MR, N of NR. `lower`: A is
- * lower triangular (zero right of its diagonal), so row block i0 stops at depth i0 + MR.
+/* The Cin factors of a gemm: one for every row, or one per row. */
+typedef struct row_scale {
+    const float *f;
+    int64_t step; /* 0: f[0] for every row */
+} row_scale;
+
+static const float one = 1.0f;
+static const row_scale unscaled = {&one, 0};
+
+/* Cout[M, N] = diag(cs) Cin + A[M, depth] B[depth, N], M a multiple of MR, N of NR. `lower`: A
+ * is lower triangular (zero right of its diagonal), so row block i0 stops at depth i0 + MR.
  * Column blocks outermost: one NR-wide panel of B stays in L1 while every row block uses it. */
 static void gemm(int64_t M, int64_t N, int64_t depth, const float *A, int64_t lda, const float *B,
-                 int64_t ldb, const float *Cin, int64_t ldi, float cs, float *Cout, int64_t ldo,
-                 bool lower)
+                 int64_t ldb, const float *Cin, int64_t ldi, row_scale cs, float *Cout,
+                 int64_t ldo, bool lower)
 {
     for (int64_t j0 = 0; j0 < N; j0 += NR)
         for (int64_t i0 = 0; i0 < M; i0 += MR) {
             const int64_t d = lower && i0 + MR < depth ? i0 + MR : depth;
-            tile(d, A + i0 * lda, lda, B + j0, ldb, Cin ? Cin + i0 * ldi + j0 : NULL, ldi, cs,
-                 Cout + i0 * ldo + j0, ldo);
+            tile(d, A + i0 * lda, lda, B + j0, ldb, Cin ? Cin + i0 * ldi + j0 : NULL, ldi,
+                 cs.f + i0 * cs.step, cs.step, Cout + i0 * ldo + j0, ldo);
         }
 }
 
@@ -260,12 +265,30 @@ static void prep_keys(const cpu_chunk_geom *g, cpu_chunk_keys *keys, float *scra
     (void)scratch;
     const int64_t Cp = g->Cp, Kp = g->Kp;
     transpose(keys->K, Cp, Kp, keys->KT);
-    gemm(Cp, Cp, Kp, keys->K, Kp, keys->KT, Cp, NULL, 0, 0.0f, keys->KK, Cp, false);
-    gemm(Cp, Cp, Kp, keys->Q, Kp, keys->KT, Cp, NULL, 0, 0.0f, keys->QK, Cp, false);
+    gemm(Cp, Cp, Kp, keys->K, Kp, keys->KT, Cp, NULL, 0, unscaled, keys->KK, Cp, false);
+    gemm(Cp, Cp, Kp, keys->Q, Kp, keys->KT, Cp, NULL, 0, unscaled, keys->QK, Cp, false);
 }
 
-/* W = (I + A)^-1 diag(-beta e^G) K is computed as ((I + A)^-1 diag(-beta e^G)) K: the keys are
- * shared with the key head's other value heads and stay as they are. */
+/* e^G_i of the chunk's rows: one vector exponential where every G_i <= 0 (log-decays are), else
+ * expf row by row. */
+static void row_decays(const float *G, int64_t Cp, float *eg)
+{
+    float most = G[0];
+    for (int64_t i = 1; i < Cp; i++)
+        most = G[i] > most ? G[i] : most;
+    if (most > 0.0f) {
+        for (int64_t i = 0; i < Cp; i++)
+            eg[i] = expf(G[i]);
+        return;
+    }
+    for (int64_t i = 0; i < Cp; i += LANES)
+        vstore(eg + i, vexp_nonpositive(vload(G + i)));
+}
+
+/* The row factors of the chunk ride on its 32 x 32 matrices and on results, not on its 32 x 128
+ * rows: U = (Tinv diag(beta)) V, W = (Tinv diag(-beta e^G)) K (the keys are shared with the key
+ * head's other value heads and stay as they are), and the queries' factors scale e^G_i wait
+ * for the state pass (O = diag(scale e^G) (Q S) + P V'). */
 static void prep(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_chunk_inputs *in,
                  cpu_chunk_record *rec, float *scratch)
 {
@@ -273,19 +296,21 @@ static void prep(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_chunk_
     const int64_t Cp = g->Cp, Kp = g->Kp, Vp = g->Vp;
     gate_and_mask(g, keys, in, rec->P);
     unit_lower_inverse(in->A, in->Tinv, Cp);
-    _Alignas(64) float wcol[128], tail[128];
-    for (int64_t i = 0; i < Cp; i++) {
-        const float eg = expf(in->G[i]);
-        wcol[i] = -in->beta[i] * eg;
-        scale_rows(in->Vc, Vp, i, in->beta[i]);
-        for (int64_t x = 0; x < Kp; x += LANES)
-            vstore(rec->Q + i * Kp + x, vsplat(g->scale * eg) * vload(keys->Q + i * Kp + x));
+    _Alignas(64) float eg[128], wcol[128], tail[128];
+    row_decays(in->G, Cp, eg);
+    for (int64_t i = 0; i < Cp; i += LANES) {
+        vstore(wcol + i, -vload(in->beta + i) * vload(eg + i));
+        vstore(rec->rows + i, vsplat(g->scale) * vload(eg + i));
     }
-    gemm(Cp, Vp, Cp, in->Tinv, Cp, in->Vc, Vp, NULL, 0, 0.0f, rec->U, Vp, true);
+    float *Tb = in->A; /* A is spent once inverted */
     for (int64_t i = 0; i < Cp; i++)
-        for (int64_t m = 0; m < Cp; m += LANES)
-            vstore(in->Tinv + i * Cp + m, vload(wcol + m) * vload(in->Tinv + i * Cp + m));
-    gemm(Cp, Kp, Cp, in->Tinv, Cp, keys->K, Kp, NULL, 0, 0.0f, rec->W, Kp, true);
+        for (int64_t m = 0; m < Cp; m += LANES) {
+            const vf t = vload(in->Tinv + i * Cp + m);
+            vstore(Tb + i * Cp + m, vload(in->beta + m) * t);
+            vstore(in->Tinv + i * Cp + m, vload(wcol + m) * t);
+        }
+    gemm(Cp, Vp, Cp, Tb, Cp, in->Vc, Vp, NULL, 0, unscaled, rec->U, Vp, true);
+    gemm(Cp, Kp, Cp, in->Tinv, Cp, keys->K, Kp, NULL, 0, unscaled, rec->W, Kp, true);
     decay_to_end(in->G, Cp, tail);
     for (int64_t x = 0; x < Kp; x++)
         for (int64_t m = 0; m < Cp; m += LANES)
@@ -296,16 +321,16 @@ static void prep(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_chunk_
 static void state(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_chunk_record *rec,
                   float *S, int64_t c0, int64_t nc, float *O, float *scratch)
 {
-    (void)keys;
     (void)scratch;
     const int64_t Cp = g->Cp, Kp = g->Kp, Vp = g->Vp;
+    const row_scale qs = {rec->rows, 1}, decay = {rec->decay, 0};
     float *U = rec->U + c0;
     S += c0;
     O += c0;
-    gemm(Cp, nc, Kp, rec->W, Kp, S, Vp, U, Vp, 1.0f, U, Vp, false);        /* V' = U - W S */
-    gemm(Cp, nc, Kp, rec->Q, Kp, S, Vp, NULL, 0, 0.0f, O, Vp, false);      /* O = Q S */
-    gemm(Cp, nc, Cp, rec->P, Cp, U, Vp, O, Vp, 1.0f, O, Vp, true);         /*   + P V' */
-    gemm(Kp, nc, Cp, rec->KT, Cp, U, Vp, S, Vp, *rec->decay, S, Vp, false); /* S update */
+    gemm(Cp, nc, Kp, rec->W, Kp, S, Vp, U, Vp, unscaled, U, Vp, false);  /* V' = U - W S */
+    gemm(Cp, nc, Kp, keys->Q, Kp, S, Vp, NULL, 0, unscaled, O, Vp, false); /* O = Q S, */
+    gemm(Cp, nc, Cp, rec->P, Cp, U, Vp, O, Vp, qs, O, Vp, true);  /* diag(scale e^G) O + P V' */
+    gemm(Kp, nc, Cp, rec->KT, Cp, U, Vp, S, Vp, decay, S, Vp, false); /* S update */
 }
 
 /* chunk 32: no tile shape to fill, and 32 costs fewer multiply-adds per token than 64 (the C^2
