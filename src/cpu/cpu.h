@@ -90,8 +90,6 @@ typedef struct cpu_chunk_record {
     float *W;               /* [Cp, Kp] -(I + A)^-1 diag(beta e^G) K.  AMX: unused */
     float *U;               /* [Cp, Vp] (I + A)^-1 diag(beta) V; the state pass turns it into
                              * V' = U - W S in place.  AMX: diag(beta) V, then V' */
-    float *Q;               /* [Cp, Kp] unused (the f32 kernels take the keys' Q and the
-                             * factors in `rows`) */
     float *KT;              /* [Kp, Cp] K^T with column m scaled by e^(G_last - G_m).  AMX:
                              * unused */
     float *P;               /* [Cp, Cp] lower scale q_i.k_j e^(G_i - G_j), j <= i (AMX: bf16) */

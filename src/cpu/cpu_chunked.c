@@ -70,7 +70,7 @@ static size_t inputs_floats(const cpu_chunk_geom *g)
 
 static size_t record_floats(const cpu_chunk_geom *g)
 {
-    return 2 * floats(g->Cp * g->Kp) + floats(g->Cp * g->Vp) + floats(g->Kp * g->Cp) +
+    return floats(g->Cp * g->Kp) + floats(g->Cp * g->Vp) + floats(g->Kp * g->Cp) +
            2 * floats(g->Cp * g->Cp) + floats(3 * g->Cp) + floats(1);
 }
 
@@ -116,7 +116,6 @@ static cpu_chunk_record carve_record(float **cur, const cpu_chunk_geom *g)
 {
     cpu_chunk_record r;
     r.W = carve(cur, g->Cp * g->Kp);
-    r.Q = carve(cur, g->Cp * g->Kp);
     r.U = carve(cur, g->Cp * g->Vp);
     r.KT = carve(cur, g->Kp * g->Cp);
     r.P = carve(cur, g->Cp * g->Cp);
