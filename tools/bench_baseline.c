@@ -26,7 +26,7 @@ double peak_gflops(void *(*worker)(void *), int threads, double flops)
 {
     pthread_t tid[64];
     volatile float sink[64];
-    threads = threads > 64 ? 64 : threads;
+    threads = threads > 64 ? 64 : threads < 1 ? 1 : threads;
     double best = 0.0;
     for (int rep = 0; rep < 5; rep++) {
         const double t0 = now_seconds();

@@ -69,9 +69,9 @@ typedef struct cpu_chunk_keys {
                              * rows in these areas */
     float *iq, *ik;         /* [Cp] bf16_qk kernels: 1/||q_i||, 1/||k_i|| when the call
                              * normalises (1 otherwise), set by prep_keys */
-    float *QK, *KK;         /* [Cp, Cp] q_i.k_j and k_i.k_j of the normalised rows (AMX: only
+    float *QK, *KK;         /* [Cp, Cp] q_i.k_j and k_i.k_j of the normalised rows (bf16: only
                              * the 32 x 32 blocks on and below the diagonal, which gating keeps) */
-    float *KT;              /* [Kp, Cp] K^T (AMX: as bf16 rows) */
+    float *KT;              /* [Kp, Cp] K^T (bf16: as bf16 rows) */
 } cpu_chunk_keys;
 
 /* One value head's share of a chunk, filled by the driver (rows >= L zero, beta 0, G held at
@@ -85,14 +85,16 @@ typedef struct cpu_chunk_inputs {
 } cpu_chunk_inputs;
 
 /* What the state pass needs from a chunk and value head, beside its keys. The f32 kernels' use
- * of each area is given first; the bf16 kernels' (cpu_chunked_bf16_impl.h) after "AMX:". */
+ * of each area is given first; the bf16 kernels' (cpu_chunked_bf16_impl.h, both product
+ * engines) after "bf16:". */
 typedef struct cpu_chunk_record {
-    float *W;               /* [Cp, Kp] -(I + A)^-1 diag(beta e^G) K.  AMX: unused */
+    float *W;               /* [Cp, Kp] -(I + A)^-1 diag(beta e^G) K.  bf16: unused */
     float *U;               /* [Cp, Vp] (I + A)^-1 diag(beta) V; the state pass turns it into
-                             * V' = U - W S in place.  AMX: diag(beta) V, then V' */
-    float *KT;              /* [Kp, Cp] K^T with column m scaled by e^(G_last - G_m).  AMX:
+                             * V' = U + W S in place (W holds the minus).  bf16: diag(beta) V,
+                             * then V' */
+    float *KT;              /* [Kp, Cp] K^T with column m scaled by e^(G_last - G_m).  bf16:
                              * unused */
-    float *P;               /* [Cp, Cp] lower scale q_i.k_j e^(G_i - G_j), j <= i (AMX: bf16) */
+    float *P;               /* [Cp, Cp] lower scale q_i.k_j e^(G_i - G_j), j <= i (bf16: bf16) */
     float *T;               /* [Cp, Cp] bf16 kernels only: (I + A)^-1 as hi and lo bf16 parts */
     float *rows;            /* [3 Cp] per-row factors: f32 kernels scale e^G_i of O's row i
                              * (the queries'), bf16 kernels see bf16_prep */
@@ -117,8 +119,9 @@ typedef struct cpu_chunk_kernels {
     /* keys, in -> rec: everything of one value head that does not depend on the state */
     void (*prep)(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_chunk_inputs *in,
                  cpu_chunk_record *rec, float *scratch);
-    /* Columns [c0, c0 + nc) of the state S [Kp, Vp] (c0, nc multiples of pad): V' = U - W S,
-     * O = Q S + P V' into O [Cp, Vp], S = decay S + KT V'. */
+    /* Columns [c0, c0 + nc) of the state S [Kp, Vp] (c0, nc multiples of pad): V', the output
+     * O [Cp, Vp] = diag(scale e^G) Q S + P V' and S = decay S + KT V' (V' = U + W S in the f32
+     * kernels, the residual's T R in the bf16 ones). */
     void (*state)(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_chunk_record *rec,
                   float *S, int64_t c0, int64_t nc, float *O, float *scratch);
 } cpu_chunk_kernels;

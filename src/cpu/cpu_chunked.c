@@ -514,7 +514,8 @@ static chunk_job job_of(const cpu_backend_state *st, const gdn_delta_rule_proble
     /* Fused: whole key heads per group where that leaves no thread idle, and then as many key
      * heads as keep the group's states in GROUP_STATE_BYTES (they stay in L2, and a chunk's
      * rows of neighbouring heads share pages and runs of memory); else one value head per
-     * group. Split: one key head's value heads per group. */
+     * group. Split: one key head's value heads per group (one value head when the ratio is over
+     * MAX_PER). */
     const int64_t N = p->seqs.count;
     j.kper = 1;
     j.vper = p->ratio <= MAX_PER ? p->ratio : 1;

@@ -3,7 +3,8 @@
  * once; the product engine comes from the including file: cpu_chunked_amx.c (AMX tiles, the amx
  * level) or cpu_chunked_avx512bf16.c (AVX512-BF16 dot products, the avx512 level on CPUs that
  * have them). Each defines, after including this file, products_begin() and products_end()
- * around a kernel's products and bf16_gemm() (the contract below), and exports bf16_kernels.
+ * around a kernel's products and bf16_gemm() (the contract below), and exports a pointer to the
+ * bf16_kernels table defined here.
  * The f32 steps between the products (gates and masks, the triangular inverse, the decay
  * factors) are the avx512 kernels' own code, included from cpu_chunked_impl.h; row scalings
  * ride on the bf16 packing.
@@ -211,8 +212,10 @@ static void bf16_prep_keys(const cpu_chunk_geom *g, cpu_chunk_keys *keys, float 
     bf16_gemm(Cp, Cp, &kk, 1, NULL, 0, keys->KK, Cp, C_LOWER);
     bf16_gemm(Cp, Cp, &qk, 1, NULL, 0, keys->QK, Cp, C_LOWER);
     products_end();
-    scale_outer_lower(keys->KK, Cp, keys->ik, keys->ik);
-    scale_outer_lower(keys->QK, Cp, keys->iq, keys->ik);
+    if (g->l2norm) { /* else every factor is 1 */
+        scale_outer_lower(keys->KK, Cp, keys->ik, keys->ik);
+        scale_outer_lower(keys->QK, Cp, keys->iq, keys->ik);
+    }
     rows_to_vnni(K16, Cp, Kp, Kw);
     transpose_words(Kw, Cp / 2, Kp, (uint32_t *)keys->KT);
 }

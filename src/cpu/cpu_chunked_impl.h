@@ -327,7 +327,7 @@ static void state(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_chunk
     float *U = rec->U + c0;
     S += c0;
     O += c0;
-    gemm(Cp, nc, Kp, rec->W, Kp, S, Vp, U, Vp, unscaled, U, Vp, false);  /* V' = U - W S */
+    gemm(Cp, nc, Kp, rec->W, Kp, S, Vp, U, Vp, unscaled, U, Vp, false);  /* V' = U + W S */
     gemm(Cp, nc, Kp, keys->Q, Kp, S, Vp, NULL, 0, unscaled, O, Vp, false); /* O = Q S, */
     gemm(Cp, nc, Cp, rec->P, Cp, U, Vp, O, Vp, qs, O, Vp, true);  /* diag(scale e^G) O + P V' */
     gemm(Kp, nc, Cp, rec->KT, Cp, U, Vp, S, Vp, decay, S, Vp, false); /* S update */
