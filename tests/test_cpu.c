@@ -11,7 +11,7 @@
  *     products: AMX tiles, or AVX512-BF16 dot products at the avx512 level, an extra pass with
  *     GDN_CPU_BF16_DOT=1 on CPUs that have them);
  *   - long memory (values the state predicts, so v - S^T k cancels) keeps the chunked kernels
- *     state within 1e-5, and the bf16 products' within 1e-3, a fifth of their general bar;
+ *     state within 1e-5, and the bf16 products' within 5e-5 (a single rounding back fails);
  *   - the chunked form's two schedules (tasks per thread, and chunks + state columns in parallel
  *     when there are fewer tasks than threads) give the same bytes. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
@@ -151,8 +151,9 @@ static void test_levels(rng *r)
  * anything: on AMX, rounding beta e^G k and beta v to bf16 first (the earlier kernels) left the
  * state 1.4e-3 to 2.6e-3 off on these cases; forming it in f32, with R and the update's V' as
  * hi + lo parts, 1.5e-6 to 3.3e-6 (measured on an AMX host). bf16 products (AMX or AVX512-BF16)
- * are held to 1e-3 for the state here, a fifth of their general bar (outputs keep 5e-3: P V'
- * rounds V' once). */
+ * are held to 5e-5 for the state here: with the inverse T or the update's V' rounded once the
+ * state read 1.45e-4 to 9.2e-4 off (AVX512-BF16 kernels, measured on a Zen 4 VM), which the
+ * earlier 1e-3 bar let through (outputs keep 5e-3: P V' rounds V' once). */
 static void long_memory_on(gdn_context *ctx, const char *what, rng *r)
 {
     const bool bf16 = gdn_context_cpu_bf16_products(ctx) != GDN_BF16_PRODUCTS_F32;
@@ -163,7 +164,7 @@ static void long_memory_on(gdn_context *ctx, const char *what, rng *r)
         delta_case c;
         delta_case_init(&c, &f, r);
         const double err = compare2(ctx, &c, GDN_ALGO_CHUNKED, bf16 ? 5e-3 : 1e-5,
-                                    bf16 ? 1e-3 : 1e-5, "long memory, chunked");
+                                    bf16 ? 5e-5 : 1e-5, "long memory, chunked");
         printf("long memory, chunked at %s: state error %.2e\n", what, err);
         delta_case_free(&c);
     }
