@@ -64,7 +64,6 @@ constexpr int kUld = kVT + 8; // U's rows (f32) in the 16-bit path's workspace a
 
 struct tc_layout {
     int ldk, ldu, ldq;                                 // row strides (elements)
-    bool kswz, qswz;                                   // rows of ldk / ldq swizzled (tile_at)
     int w, wl, q, k, u, a, stage, vn, vk, sb, bytes;   // byte offsets; stage: one stage's size
 };
 
@@ -87,7 +86,6 @@ __host__ __device__ constexpr tc_layout tc_layout_for(int KP, int es)
 {
     tc_layout L{};
     L.ldk = tc_ld(KP, es), L.ldu = kVT + 16 / es, L.ldq = tc_ld(kC, es);
-    L.kswz = tc_swizzled(KP, es), L.qswz = tc_swizzled(kC, es);
     L.w = 0;
     L.wl = L.w + round16(kC * L.ldk * es);
     L.q = L.wl + round16(kC * L.ldk * es);
@@ -716,7 +714,7 @@ __device__ __forceinline__ void stage_rows16(E *dst, int ld, const gdn_tensor &t
         }
 }
 
-// A 16-byte piece of eight 16-bit elements of the policy's type as f32.
+// A 16-byte piece of eight 16-bit elements of the policy's type as f32, and back.
 template <class P>
 __device__ __forceinline__ void unpack8(float (&f)[8], uint4 u)
 {
@@ -728,16 +726,29 @@ __device__ __forceinline__ void unpack8(float (&f)[8], uint4 u)
     }
 }
 
+template <class P>
+__device__ __forceinline__ uint4 pack8(const float (&f)[8])
+{
+    return make_uint4(P::pack(f[0], f[1]), P::pack(f[2], f[3]), P::pack(f[4], f[5]),
+                      P::pack(f[6], f[7]));
+}
+
 // s u as hi + lo pieces: s u = hi + lo to about 2^-16 of each element.
 template <class P>
 __device__ __forceinline__ void scale_split8(uint4 u, float s, uint4 &hi, uint4 &lo)
 {
-    float f[8];
+    float f[8], h[8];
     unpack8<P>(f, u);
-    split_pair<P>(s * f[0], s * f[1], hi.x, lo.x);
-    split_pair<P>(s * f[2], s * f[3], hi.y, lo.y);
-    split_pair<P>(s * f[4], s * f[5], hi.z, lo.z);
-    split_pair<P>(s * f[6], s * f[7], hi.w, lo.w);
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        f[i] *= s;
+    const uint4 x = pack8<P>(f);
+    unpack8<P>(h, x);
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        h[i] = f[i] - h[i];
+    lo = pack8<P>(h);
+    hi = x;
 }
 
 // Ik[i] = 1 / ||k_i||, Iq[i] = 1 / ||q_i|| for the chunk's 64 rows (the in-kernel L2 norm, as the
@@ -789,8 +800,11 @@ __device__ __forceinline__ void frag_a_f32_split(unsigned (&hi)[4], unsigned (&l
                          *reinterpret_cast<const float2 *>(r0 + c + 8),
                          *reinterpret_cast<const float2 *>(r1 + c + 8)};
 #pragma unroll
-    for (int i = 0; i < 4; i++)
-        split_pair<P>(x[i].x, x[i].y, hi[i], lo[i]);
+    for (int i = 0; i < 4; i++) {
+        hi[i] = P::pack(x[i].x, x[i].y);
+        const float2 h = P::unpack(hi[i]);
+        lo[i] = P::pack(x[i].x - h.x, x[i].y - h.y);
+    }
 }
 
 // Tm = (I + Am)^-1, Am strictly lower 64 x 64 (f32, row stride ld), Xs 32 x ld of scratch.
@@ -901,10 +915,10 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
     const int len = ct.len;
     const int tid = threadIdx.x, warp = tid >> 5;
     const int VP = d.VP;
-    // W, W lo, Q, K and Aqk go to the workspace in the state pass's shared layout (tc_layout):
-    // rows of ldg (ldq) elements, swizzled or padded
-    constexpr tc_layout L = tc_layout_for(KP, sizeof(E));
-    constexpr int ldg = L.ldk, kblk = kC * ldg;
+    // W, W lo, Q and K go to the workspace in the state pass's shared layout (tc_layout): rows of
+    // ldg elements, swizzled or padded
+    constexpr int ldg = tc_layout_for(KP, sizeof(E)).ldk, kblk = kC * ldg;
+    constexpr bool kswz = tc_swizzled(KP, sizeof(E));
 
     if (rows16_ok(a.k, p.K) && rows16_ok(a.q, p.K) && rows16_ok(a.v, p.V)) {
         // every row is whole 16-byte pieces: one round of cp.async for the whole chunk, in
@@ -958,7 +972,9 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
                                : 0.0f;
                 }
         } else {
-            E *aq = static_cast<E *>(p.Aq) + ch * kC * L.ldq;
+            constexpr int ldq = tc_ld(kC, sizeof(E));
+            constexpr bool qswz = tc_swizzled(kC, sizeof(E));
+            E *aq = static_cast<E *>(p.Aq) + ch * (tc_aq_block(sizeof(E)) / (int)sizeof(E));
 #pragma unroll
             for (int jt = 0; jt < 8; jt++)
 #pragma unroll
@@ -970,7 +986,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
                     const float y =
                         cc + 1 <= r ? f * Ik[cc + 1] * acc[jt][e + 1] * __expf(Gs[r] - Gs[cc + 1])
                                     : 0.0f;
-                    store_pair(aq + tile_at<L.qswz>(r, cc, L.ldq), x, y);
+                    store_pair(aq + tile_at<qswz>(r, cc, ldq), x, y);
                 }
         }
     }
@@ -993,7 +1009,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
             for (int x = 8 * (tid & 15); x < KP; x += 128) {
                 const int at = i * d.ldk + x;
                 const uint4 kv = *reinterpret_cast<const uint4 *>(Ks + at);
-                const int gat = tile_at<L.kswz>(i, x, ldg);
+                const int gat = tile_at<kswz>(i, x, ldg);
                 *reinterpret_cast<uint4 *>(qd + gat) = *reinterpret_cast<const uint4 *>(Qs + at);
                 *reinterpret_cast<uint4 *>(kd + gat) = kv;
                 scale_split8<P>(kv, fb, *reinterpret_cast<uint4 *>(Ks + at),
@@ -1043,7 +1059,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
                 for (int e = 0; e < 4; e += 2) {
                     const float x = acc[jt][e], y = acc[jt][e + 1];
                     if (isw) {
-                        const int at = tile_at<L.kswz>(m0 + acc_row(e), nb + acc_col(jt, e), ldg);
+                        const int at = tile_at<kswz>(m0 + acc_row(e), nb + acc_col(jt, e), ldg);
                         store_pair_split(w + at, wl + at, x, y);
                     } else {
                         const int c = nb + acc_col(jt, e); // U tile c / 32, column c % 32
@@ -1304,6 +1320,7 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
     extern __shared__ __align__(16) unsigned char smem[];
     const ck_dims &d = p.d;
     constexpr tc_layout L = tc_layout_for(KP, sizeof(E));
+    constexpr bool kswz = tc_swizzled(KP, sizeof(E)), qswz = tc_swizzled(kC, sizeof(E));
     E *Vn = reinterpret_cast<E *>(smem + L.vn);
     // diag(e^(G_last - G) / ||k||) V' as hi + lo: the state update's right operand, whose single
     // rounding would land in the state every chunk (with long memory, ~1e-3 of it)
@@ -1402,9 +1419,9 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
             acc_zero(acc);
             for (int k0 = 0; k0 < KP; k0 += 16) {
                 frag_b2(fb, Sh, L.ldu, k0, 16 * nh);
-                frag_a<L.kswz>(fa, Wls, L.ldk, 16 * mt, k0);
+                frag_a<kswz>(fa, Wls, L.ldk, 16 * mt, k0);
                 mma2<P>(acc[0], acc[1], fa, fb);
-                frag_a<L.kswz>(fa, Ws, L.ldk, 16 * mt, k0);
+                frag_a<kswz>(fa, Ws, L.ldk, 16 * mt, k0);
                 mma2<P>(acc[0], acc[1], fa, fb);
                 frag_b2(fb, Sl, L.ldu, k0, 16 * nh);
                 mma2<P>(acc[0], acc[1], fa, fb);
@@ -1433,7 +1450,7 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
                     S[jt][e] *= decay;
 #pragma unroll
             for (int k0 = 0; k0 < kC; k0 += 16) {
-                frag_a_trans<L.kswz>(fa, Ks, L.ldk, 16 * warp, k0);
+                frag_a_trans<kswz>(fa, Ks, L.ldk, 16 * warp, k0);
                 frag_b2(fb, Vkh, L.ldu, k0, 0);
                 mma2<P>(S[0], S[1], fa, fb);
                 frag_b2(fb, Vkh, L.ldu, k0, 16);
@@ -1449,7 +1466,7 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
             float acc[2][4];
             acc_zero(acc);
             for (int k0 = 0; k0 < KP; k0 += 16) {
-                frag_a<L.kswz>(fa, Qs, L.ldk, 16 * mt, k0);
+                frag_a<kswz>(fa, Qs, L.ldk, 16 * mt, k0);
                 frag_b2(fb, Sh, L.ldu, k0, 16 * nh);
                 mma2<P>(acc[0], acc[1], fa, fb);
                 frag_b2(fb, Sl, L.ldu, k0, 16 * nh);
@@ -1462,7 +1479,7 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
             }
 #pragma unroll
             for (int k0 = 0; k0 < kC; k0 += 16) {
-                frag_a<L.qswz>(fa, As, L.ldq, 16 * mt, k0);
+                frag_a<qswz>(fa, As, L.ldq, 16 * mt, k0);
                 frag_b2(fb, Vn, L.ldu, k0, 16 * nh);
                 mma2<P>(acc[0], acc[1], fa, fb);
             }

@@ -94,16 +94,6 @@ struct prec_f16 {
     }
 };
 
-// x0, x1 as a pair of 16-bit hi parts and a pair of lo parts in the policy's type (x0 in the low
-// halves): x = hi + lo to about 2^-16 of x.
-template <class P>
-__device__ __forceinline__ void split_pair(float x0, float x1, unsigned &hi, unsigned &lo)
-{
-    hi = P::pack(x0, x1);
-    const float2 h = P::unpack(hi);
-    lo = P::pack(x0 - h.x, x1 - h.y);
-}
-
 struct prec_tf32x3 {
     using st = float;
     static constexpr int KS = 8;
