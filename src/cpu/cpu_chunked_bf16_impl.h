@@ -236,12 +236,16 @@ static void bf16_prep(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_c
     to_bf16_split(in->Tinv, Cp, Cp, Cp, Th, Tl, Cp);
     to_bf16(rec->P, Cp, Cp, Cp, (uint16_t *)rec->P, Cp);
     float *res = rec->rows, *out = res + Cp, *upd = out + Cp;
+    _Alignas(64) float eg[128];
+    row_decays(in->G, Cp, eg);
     decay_to_end(in->G, Cp, upd);
+    for (int64_t i = 0; i < Cp; i += LANES) {
+        const vf e = vload(eg + i), ik = vload(keys->ik + i);
+        vstore(res + i, -vload(in->beta + i) * e * ik);
+        vstore(out + i, vsplat(g->scale) * e * vload(keys->iq + i));
+        vstore(upd + i, vload(upd + i) * ik);
+    }
     for (int64_t i = 0; i < Cp; i++) {
-        const float eg = expf(in->G[i]);
-        res[i] = -in->beta[i] * eg * keys->ik[i];
-        out[i] = g->scale * eg * keys->iq[i];
-        upd[i] *= keys->ik[i];
         const __m512 b = _mm512_set1_ps(in->beta[i]);
         for (int64_t x = 0; x < Vp; x += 16)
             _mm512_storeu_ps(rec->U + i * Vp + x,

@@ -145,6 +145,22 @@ static void decay_to_end(const float *G, int64_t Cp, float *tail)
         vstore(tail + m, vexp_nonpositive(vsplat(G[Cp - 1]) - vload(G + m)));
 }
 
+/* e^G_i of the chunk's rows: one vector exponential where every G_i <= 0 (log-decays are), else
+ * expf row by row. */
+static void row_decays(const float *G, int64_t Cp, float *eg)
+{
+    float most = G[0];
+    for (int64_t i = 1; i < Cp; i++)
+        most = G[i] > most ? G[i] : most;
+    if (most > 0.0f) {
+        for (int64_t i = 0; i < Cp; i++)
+            eg[i] = expf(G[i]);
+        return;
+    }
+    for (int64_t i = 0; i < Cp; i += LANES)
+        vstore(eg + i, vexp_nonpositive(vload(G + i)));
+}
+
 #if defined(__AVX512F__)
 /* Y = X^T for one 16 x 16 block of 32-bit words (rows ldx and ldy words apart): pairs of words
  * interleaved, then pairs of pairs, leave each 128-bit lane holding a 4 x 4 block transposed;
@@ -267,22 +283,6 @@ static void prep_keys(const cpu_chunk_geom *g, cpu_chunk_keys *keys, float *scra
     transpose(keys->K, Cp, Kp, keys->KT);
     gemm(Cp, Cp, Kp, keys->K, Kp, keys->KT, Cp, NULL, 0, unscaled, keys->KK, Cp, false);
     gemm(Cp, Cp, Kp, keys->Q, Kp, keys->KT, Cp, NULL, 0, unscaled, keys->QK, Cp, false);
-}
-
-/* e^G_i of the chunk's rows: one vector exponential where every G_i <= 0 (log-decays are), else
- * expf row by row. */
-static void row_decays(const float *G, int64_t Cp, float *eg)
-{
-    float most = G[0];
-    for (int64_t i = 1; i < Cp; i++)
-        most = G[i] > most ? G[i] : most;
-    if (most > 0.0f) {
-        for (int64_t i = 0; i < Cp; i++)
-            eg[i] = expf(G[i]);
-        return;
-    }
-    for (int64_t i = 0; i < Cp; i += LANES)
-        vstore(eg + i, vexp_nonpositive(vload(G + i)));
 }
 
 /* The row factors of the chunk ride on its 32 x 32 matrices and on results, not on its 32 x 128
