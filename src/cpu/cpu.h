@@ -61,6 +61,20 @@ typedef struct cpu_chunk_geom {
     bool l2norm;            /* the call asks for q, k L2 norm (bf16_qk kernels apply it) */
 } cpu_chunk_geom;
 
+/* Memory traffic the driver spreads over the kernels' arithmetic (the fused schedule: the last
+ * chunk's output rows and the next chunk's input rows). Issued in a burst, each head's lines of
+ * it wait on the core's few outstanding misses; a few lines between product tiles go out while
+ * the tiles compute. Kernels call cpu_pump_step between tiles; NULL pumps nothing. */
+typedef struct cpu_pump {
+    void (*step)(struct cpu_pump *);
+} cpu_pump;
+
+static inline void cpu_pump_step(cpu_pump *p)
+{
+    if (p)
+        p->step(p);
+}
+
 /* What a chunk's queries and keys give, shared by the value heads of one key head (GVA): the
  * driver fills Q, K, iq, ik (rows >= L zero), prep_keys the rest. */
 typedef struct cpu_chunk_keys {
@@ -72,6 +86,7 @@ typedef struct cpu_chunk_keys {
     float *QK, *KK;         /* [Cp, Cp] q_i.k_j and k_i.k_j of the normalised rows (bf16: only
                              * the 32 x 32 blocks on and below the diagonal, which gating keeps) */
     float *KT;              /* [Kp, Cp] K^T (bf16: as bf16 rows) */
+    cpu_pump *pump;         /* stepped by prep_keys' products (pumped kernels) */
 } cpu_chunk_keys;
 
 /* One value head's share of a chunk, filled by the driver (rows >= L zero, beta 0, G held at
@@ -99,6 +114,8 @@ typedef struct cpu_chunk_record {
     float *rows;            /* [3 Cp] per-row factors: f32 kernels scale e^G_i of O's row i
                              * (the queries'), bf16 kernels see bf16_prep */
     float *decay;           /* [1] e^G_last */
+    cpu_pump *pump;         /* stepped by prep's and the state pass's products (pumped
+                             * kernels) */
 } cpu_chunk_record;
 
 typedef struct cpu_chunk_kernels {
@@ -108,6 +125,9 @@ typedef struct cpu_chunk_kernels {
                              * inputs) and applies their L2 norm itself, as factors on f32
                              * results (a normalised row rounded again would cost q.k and k.k
                              * up to 2^-9 |q||k|) */
+    bool pumped;            /* steps keys->pump and rec->pump between product tiles; else the
+                             * driver moves its traffic in bursts (AMX tiles measured 12%
+                             * slower with the pump's lines among them) */
     /* cpu_load_f32 and cpu_store_f32 compiled for the level (the driver's own build is the
      * baseline ISA, and bf16 rows convert 4 lanes at a time there) */
     void (*load_row)(const gdn_tensor *t, int64_t off, int64_t n, float *dst);

@@ -98,6 +98,7 @@ static cpu_chunk_keys carve_keys(float **cur, const cpu_chunk_geom *g)
     k.QK = carve(cur, g->Cp * g->Cp);
     k.KK = carve(cur, g->Cp * g->Cp);
     k.KT = carve(cur, g->Kp * g->Cp);
+    k.pump = NULL;
     return k;
 }
 
@@ -122,6 +123,7 @@ static cpu_chunk_record carve_record(float **cur, const cpu_chunk_geom *g)
     r.T = carve(cur, g->Cp * g->Cp);
     r.rows = carve(cur, 3 * g->Cp);
     r.decay = carve(cur, 1);
+    r.pump = NULL;
     return r;
 }
 
@@ -318,25 +320,6 @@ static void load_values(const chunk_job *j, const seq_head *s, int64_t c, cpu_ch
     }
 }
 
-/* Asks for rows of chunk c to be brought into cache while the previous chunk computes: each
- * (token, head) row is its own short run of memory, too short for the hardware prefetcher to
- * follow from one token to the next. Into L2: rows a few KiB apart share L1 sets, and L1 holds
- * the working set. (Prefetching the output rows for writing as well measured slower.) */
-static void prefetch_rows(const chunk_job *j, const gdn_tensor *t, const seq_head *s, int64_t c,
-                          int64_t head, int64_t width)
-{
-    if (c >= s->chunks)
-        return;
-    const int64_t c0 = s->t0 + c * j->g.C, L = chunk_length(j, s, c);
-    const size_t esize = gdn_dtype_size(t->dtype), bytes = (size_t)width * esize;
-    for (int64_t i = 0; i < L; i++) {
-        const char *row =
-            (const char *)t->data + (size_t)token_offset(t, s->row, c0 + i, head) * esize;
-        for (size_t b = 0; b < bytes; b += 64)
-            __builtin_prefetch(row + b, 0, 2);
-    }
-}
-
 /* Orders the kernels' streaming output stores before anything the thread writes next. */
 static void store_fence(void)
 {
@@ -357,28 +340,116 @@ static void store_out(const chunk_job *j, const seq_head *s, int64_t c, int64_t 
     store_fence();
 }
 
-/* The group's outputs of chunk c, O [per][Cp, Vp], token by token: the value heads of a key
- * head are neighbours in the output with block GVA, and one longer run of stores per token
- * misses less than `per` shorter ones. */
-static void store_group_out(const chunk_job *j, const seq_head *s, int64_t c, int64_t L,
-                            const float *O)
-{
-    const gdn_tensor *out = &j->p->a.out;
-    for (int64_t i = 0; i < L; i++)
-        for (int64_t r = 0; r < j->per; r++)
-            j->k->store_row(out, token_offset(out, s[r].row, s[r].t0 + c * j->g.C + i, s[r].hv),
-                            j->g.V, O + r * out_floats(&j->g) + i * j->g.Vp);
-    store_fence();
-}
-
 /* Value heads per group: at most MAX_PER of one key head (more run as several groups); several
  * key heads share a group while their states fit GROUP_STATE_BYTES (8 heads at K = V = 128). */
 enum { MAX_PER = 16, GROUP_STATE_BYTES = 512 << 10 };
 
+/* The fused schedule's memory traffic, spread over the kernels' products (cpu_pump): while a
+ * group computes chunk c it stores chunk c - 1's output rows (streaming stores, in pieces (row i,
+ * head r), i-major, so that the parts of a line shared by neighbouring heads go out together) and
+ * prefetches chunk c + 1's q, k and v rows, a line at a time (into L2: each (token, head) row is
+ * its own short run of memory, too short for the hardware prefetcher, and rows a few KiB apart
+ * share L1 sets). Each step moves `budget` lines, sized from the steps the last chunk took so
+ * that the traffic spreads over the whole chunk. Kernels that are not `pumped` take none of it:
+ * the driver moves it in one burst as each chunk starts. */
+typedef struct group_pump {
+    cpu_pump base;            /* first: what the kernels see */
+    const chunk_job *j;
+    const seq_head *s;
+    const float *O;           /* chunk oc's outputs, per heads; pieces onext of ototal stored */
+    int64_t oc, onext, ototal, out_lines;
+    const char *row0[3 * MAX_PER]; /* chunk pc's rows to prefetch: nrows rows of each stream, */
+    int64_t pitch[3 * MAX_PER];    /* row i of stream x at row0[x] + i pitch[x] */
+    int64_t lines[3 * MAX_PER];    /* lines a row */
+    int64_t streams, nrows, prow, pstream, pline, pleft;
+    int64_t budget, steps;
+} group_pump;
+
+static void pump_store(group_pump *gp)
+{
+    const chunk_job *j = gp->j;
+    const gdn_tensor *out = &j->p->a.out;
+    const int64_t i = gp->onext / j->per, r = gp->onext % j->per;
+    const seq_head *s = &gp->s[r];
+    j->k->store_row(out, token_offset(out, s->row, s->t0 + gp->oc * j->g.C + i, s->hv), j->g.V,
+                    gp->O + r * out_floats(&j->g) + i * j->g.Vp);
+    gp->onext++;
+}
+
+static void pump_prefetch(group_pump *gp)
+{
+    __builtin_prefetch(gp->row0[gp->pstream] + gp->prow * gp->pitch[gp->pstream] + 64 * gp->pline,
+                       0, 2);
+    gp->pleft--;
+    if (++gp->pline < gp->lines[gp->pstream])
+        return;
+    gp->pline = 0;
+    if (++gp->pstream < gp->streams)
+        return;
+    gp->pstream = 0;
+    gp->prow++;
+}
+
+/* Up to `lines` lines: output rows first (their buffer is reused next chunk), prefetches after. */
+static void pump_lines(group_pump *gp, int64_t lines)
+{
+    for (; lines > 0 && gp->onext < gp->ototal; lines -= gp->out_lines)
+        pump_store(gp);
+    for (; lines > 0 && gp->pleft > 0; lines--)
+        pump_prefetch(gp);
+}
+
+static void pump_step(cpu_pump *p)
+{
+    group_pump *gp = (group_pump *)p;
+    gp->steps++;
+    pump_lines(gp, gp->budget);
+}
+
+static void pump_add_stream(group_pump *gp, const gdn_tensor *t, const seq_head *s, int64_t c0,
+                            int64_t head, int64_t width)
+{
+    const size_t esize = gdn_dtype_size(t->dtype);
+    const int64_t x = gp->streams++;
+    gp->row0[x] = (const char *)t->data + (size_t)token_offset(t, s->row, c0, head) * esize;
+    gp->pitch[x] = t->stride[1] * (int64_t)esize;
+    gp->lines[x] = ((int64_t)esize * width + 63) / 64;
+}
+
+/* Moves what is left, then makes chunk oc's outputs O (NULL: none) the pending stores and chunk
+ * pc's rows the pending prefetches; the budget spreads both over as many steps as the last
+ * chunk took. */
+static void pump_refill(group_pump *gp, int64_t oc, const float *O, int64_t pc)
+{
+    const chunk_job *j = gp->j;
+    const gdn_delta_rule_args *a = &j->p->a;
+    const seq_head *s0 = &gp->s[0];
+    pump_lines(gp, INT64_MAX);
+    gp->O = O, gp->oc = oc, gp->onext = 0;
+    gp->ototal = O ? chunk_length(j, s0, oc) * j->per : 0;
+    gp->streams = gp->prow = gp->pstream = gp->pline = gp->pleft = 0;
+    if (pc < s0->chunks) {
+        const int64_t c0 = s0->t0 + pc * j->g.C, rows = chunk_length(j, s0, pc);
+        for (int64_t r = 0; r < j->per; r++) {
+            const seq_head *s = &gp->s[r];
+            if (r % j->vper == 0) {
+                pump_add_stream(gp, &a->q, s, c0, s->kh, j->g.K);
+                pump_add_stream(gp, &a->k, s, c0, s->kh, j->g.K);
+            }
+            pump_add_stream(gp, &a->v, s, c0, s->hv, j->g.V);
+        }
+        for (int64_t x = 0; x < gp->streams; x++)
+            gp->pleft += rows * gp->lines[x];
+    }
+    const int64_t total = gp->ototal * gp->out_lines + gp->pleft;
+    const int64_t steps = gp->steps > 0 ? gp->steps : 1;
+    gp->budget = (total + steps - 1) / steps;
+    gp->steps = 0;
+}
+
 static void fused_task(void *arg, int64_t grp, int worker)
 {
     const chunk_job *j = arg;
-    const gdn_delta_rule_args *a = &j->p->a;
     const int64_t n = grp / (j->p->HV / j->per);
     seq_head s[MAX_PER];
     for (int64_t r = 0; r < j->per; r++)
@@ -390,26 +461,36 @@ static void fused_task(void *arg, int64_t grp, int worker)
     float *scratch = carve(&cur, (int64_t)scratch_floats(j->k, &j->g));
     cpu_chunk_keys keys = carve_keys(&cur, &j->g);
     cpu_chunk_record rec = carve_record(&cur, &j->g);
-    float *O = cur, *S = O + (size_t)j->per * out_floats(&j->g); /* per of each */
+    const size_t outs = (size_t)j->per * out_floats(&j->g);
+    float *Obuf[2] = {cur, cur + outs}, *S = cur + 2 * outs; /* two chunks' outputs */
+    group_pump gp;
+    memset(&gp, 0, sizeof gp);
+    gp.base.step = pump_step, gp.j = j, gp.s = s;
+    gp.out_lines = ((int64_t)gdn_dtype_size(j->p->a.out.dtype) * j->g.V + 63) / 64;
+    keys.pump = rec.pump = &gp.base;
     for (int64_t r = 0; r < j->per; r++)
         state_load(j, &s[r], S + r * state_floats(&j->g));
+    pump_refill(&gp, 0, NULL, 0); /* chunk 0's rows at once, chunk 1's over chunk 0 */
+    gp.steps = 64 * j->per;          /* a guess at chunk 0's steps */
+    pump_refill(&gp, 0, NULL, 1);
     for (int64_t c = 0; c < s[0].chunks; c++) {
-        const int64_t L = chunk_length(j, &s[0], c);
+        float *O = Obuf[c % 2];
         for (int64_t r = 0; r < j->per; r++) {
             if (r % j->vper == 0) { /* the next key head */
                 load_keys(j, &s[r], c, &keys);
-                prefetch_rows(j, &a->q, &s[r], c + 1, s[r].kh, j->g.K);
-                prefetch_rows(j, &a->k, &s[r], c + 1, s[r].kh, j->g.K);
                 j->k->prep_keys(&j->g, &keys, scratch);
             }
             load_values(j, &s[r], c, &in);
-            prefetch_rows(j, &a->v, &s[r], c + 1, s[r].hv, j->g.V);
+            if (r == 0 && !j->k->pumped)
+                pump_lines(&gp, INT64_MAX); /* in a burst, as the chunk starts */
             j->k->prep(&j->g, &keys, &in, &rec, scratch);
             j->k->state(&j->g, &keys, &rec, S + r * state_floats(&j->g), 0, j->g.Vp,
                         O + r * out_floats(&j->g), scratch);
         }
-        store_group_out(j, s, c, L, O);
+        pump_refill(&gp, c, O, c + 2);
     }
+    pump_lines(&gp, INT64_MAX); /* the last chunk's stores */
+    store_fence();
     for (int64_t r = 0; r < j->per; r++)
         state_store(j, &s[r], S + r * state_floats(&j->g));
 }
@@ -538,7 +619,7 @@ static chunk_job job_of(const cpu_backend_state *st, const gdn_delta_rule_proble
     } else {
         j.per_worker = inputs_floats(&j.g) + scratch_floats(j.k, &j.g) + keys_floats(&j.g) +
                        record_floats(&j.g) +
-                       (size_t)j.per * (out_floats(&j.g) + state_floats(&j.g));
+                       (size_t)j.per * (2 * out_floats(&j.g) + state_floats(&j.g));
     }
     return j;
 }

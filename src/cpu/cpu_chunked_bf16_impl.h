@@ -312,4 +312,5 @@ static void bf16_state(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_
 
 /* chunk 64: the products are cheap next to the per-chunk f32 work on the state (on AMX) */
 static const cpu_chunk_kernels bf16_kernels = {
-    32, 64, true, load_row, store_row, bf16_scratch_floats, bf16_prep_keys, bf16_prep, bf16_state};
+    32, 64, true, false, load_row, store_row, bf16_scratch_floats, bf16_prep_keys, bf16_prep,
+    bf16_state};

@@ -251,13 +251,14 @@ static const row_scale unscaled = {&one, 0};
  * Column blocks outermost: one NR-wide panel of B stays in L1 while every row block uses it. */
 static void gemm(int64_t M, int64_t N, int64_t depth, const float *A, int64_t lda, const float *B,
                  int64_t ldb, const float *Cin, int64_t ldi, row_scale cs, float *Cout,
-                 int64_t ldo, bool lower)
+                 int64_t ldo, bool lower, cpu_pump *pump)
 {
     for (int64_t j0 = 0; j0 < N; j0 += NR)
         for (int64_t i0 = 0; i0 < M; i0 += MR) {
             const int64_t d = lower && i0 + MR < depth ? i0 + MR : depth;
             tile(d, A + i0 * lda, lda, B + j0, ldb, Cin ? Cin + i0 * ldi + j0 : NULL, ldi,
                  cs.f + i0 * cs.step, cs.step, Cout + i0 * ldo + j0, ldo);
+            cpu_pump_step(pump);
         }
 }
 
@@ -281,8 +282,9 @@ static void prep_keys(const cpu_chunk_geom *g, cpu_chunk_keys *keys, float *scra
     (void)scratch;
     const int64_t Cp = g->Cp, Kp = g->Kp;
     transpose(keys->K, Cp, Kp, keys->KT);
-    gemm(Cp, Cp, Kp, keys->K, Kp, keys->KT, Cp, NULL, 0, unscaled, keys->KK, Cp, false);
-    gemm(Cp, Cp, Kp, keys->Q, Kp, keys->KT, Cp, NULL, 0, unscaled, keys->QK, Cp, false);
+    cpu_pump *pump = keys->pump;
+    gemm(Cp, Cp, Kp, keys->K, Kp, keys->KT, Cp, NULL, 0, unscaled, keys->KK, Cp, false, pump);
+    gemm(Cp, Cp, Kp, keys->Q, Kp, keys->KT, Cp, NULL, 0, unscaled, keys->QK, Cp, false, pump);
 }
 
 /* The row factors of the chunk ride on its 32 x 32 matrices and on results, not on its 32 x 128
@@ -309,8 +311,8 @@ static void prep(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_chunk_
             vstore(Tb + i * Cp + m, vload(in->beta + m) * t);
             vstore(in->Tinv + i * Cp + m, vload(wcol + m) * t);
         }
-    gemm(Cp, Vp, Cp, Tb, Cp, in->Vc, Vp, NULL, 0, unscaled, rec->U, Vp, true);
-    gemm(Cp, Kp, Cp, in->Tinv, Cp, keys->K, Kp, NULL, 0, unscaled, rec->W, Kp, true);
+    gemm(Cp, Vp, Cp, Tb, Cp, in->Vc, Vp, NULL, 0, unscaled, rec->U, Vp, true, rec->pump);
+    gemm(Cp, Kp, Cp, in->Tinv, Cp, keys->K, Kp, NULL, 0, unscaled, rec->W, Kp, true, rec->pump);
     decay_to_end(in->G, Cp, tail);
     for (int64_t x = 0; x < Kp; x++)
         for (int64_t m = 0; m < Cp; m += LANES)
@@ -327,14 +329,16 @@ static void state(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_chunk
     float *U = rec->U + c0;
     S += c0;
     O += c0;
-    gemm(Cp, nc, Kp, rec->W, Kp, S, Vp, U, Vp, unscaled, U, Vp, false);  /* V' = U + W S */
-    gemm(Cp, nc, Kp, keys->Q, Kp, S, Vp, NULL, 0, unscaled, O, Vp, false); /* O = Q S, */
-    gemm(Cp, nc, Cp, rec->P, Cp, U, Vp, O, Vp, qs, O, Vp, true);  /* diag(scale e^G) O + P V' */
-    gemm(Kp, nc, Cp, rec->KT, Cp, U, Vp, S, Vp, decay, S, Vp, false); /* S update */
+    cpu_pump *pump = rec->pump;
+    gemm(Cp, nc, Kp, rec->W, Kp, S, Vp, U, Vp, unscaled, U, Vp, false, pump);  /* V' = U + W S */
+    gemm(Cp, nc, Kp, keys->Q, Kp, S, Vp, NULL, 0, unscaled, O, Vp, false, pump); /* O = Q S, */
+    /* then O = diag(scale e^G) O + P V' */
+    gemm(Cp, nc, Cp, rec->P, Cp, U, Vp, O, Vp, qs, O, Vp, true, pump);
+    gemm(Kp, nc, Cp, rec->KT, Cp, U, Vp, S, Vp, decay, S, Vp, false, pump); /* S update */
 }
 
 /* chunk 32: no tile shape to fill, and 32 costs fewer multiply-adds per token than 64 (the C^2
  * terms halve while the state's 3 K V stay; docs/PERFORMANCE.md has the measurement) */
 const cpu_chunk_kernels CPU_CHUNK_KERNELS = {
-    NR, 32, false, load_row, store_row, NULL, prep_keys, prep, state};
+    NR, 32, false, true, load_row, store_row, NULL, prep_keys, prep, state};
 #endif
