@@ -87,16 +87,25 @@ def test_gate_in_kernel_matches_fla():
 
 @needs_fla
 def test_chunk_prefill_matches_fla_varlen():
+    """Ours against float64 at the bf16 bar (5e-3), and against FLA at the sum of two such bars:
+    FLA also rounds its normalised q, k and its W, U operands to bf16 (the two sit ~5.2e-3 apart
+    at the benchmark's shapes); a convention mismatch (decay sign, state layout, varlen offsets)
+    shows as O(1)."""
     lens = [1, 130, 77, 64]
     cu = torch.tensor([0] + list(torch.tensor(lens).cumsum(0)), device="cuda", dtype=torch.int64)
     T = int(cu[-1])
     q, k, v, g, beta, _ = inputs(1, T, 2, 4, 128, 128, seed=5)
-    h0 = 0.1 * torch.randn(len(lens), 4, 128, 128, device="cuda")
-    o, s = gdn.chunk_gated_delta_rule(q, k, v, g, beta, initial_state=h0, output_final_state=True,
-                                      use_qk_l2norm_in_kernel=True, cu_seqlens=cu)
-    o_f, s_f = fla.chunk(q, k, v, g, beta, initial_state=h0, output_final_state=True,
-                         use_qk_l2norm_in_kernel=True, cu_seqlens=cu)
-    assert rel(o, o_f) < 5e-3 and rel(s, s_f) < 5e-3
+    h0 = 0.1 * torch.randn(len(lens), 4, 128, 128, device="cuda",
+                           generator=torch.Generator(device="cuda").manual_seed(6))
+    kw = dict(initial_state=h0, output_final_state=True, use_qk_l2norm_in_kernel=True,
+              cu_seqlens=cu)
+    o, s = gdn.chunk_gated_delta_rule(q, k, v, g, beta, **kw)
+    o_f, s_f = fla.chunk(q, k, v, g, beta, **kw)
+    o_r, s_r = gdn.chunk_gated_delta_rule(
+        *(x.cpu() for x in (q, k, v, g, beta)), initial_state=h0.cpu(), output_final_state=True,
+        use_qk_l2norm_in_kernel=True, cu_seqlens=cu.cpu(), backend="ref")
+    assert rel(o.cpu(), o_r) < 5e-3 and rel(s.cpu(), s_r) < 5e-3
+    assert rel(o, o_f) < 1e-2 and rel(s, s_f) < 1e-2
 
 
 def test_fused_projection_views_are_zero_copy_and_exact():
