@@ -101,6 +101,7 @@ static void test_levels(rng *r)
                   {GDN_ISA_AVX512, GDN_CPU_AVX512F, "avx512", false},
                   {GDN_ISA_AVX512, GDN_CPU_AVX512F | GDN_CPU_AVX512BF16, "avx512+bf16dot", true},
                   {GDN_ISA_AMX, GDN_CPU_AMX_BF16 | GDN_CPU_AVX512F, "amx", false}};
+    unsetenv("GDN_CPU_BF16_DOT"); /* each level sets what it runs */
     for (size_t l = 0; l < sizeof levels / sizeof levels[0]; l++) {
         if ((gdn_cpu_features() & levels[l].need) != levels[l].need) {
             printf("%s: not on this CPU, skipped\n", levels[l].name);
@@ -120,13 +121,18 @@ static void test_levels(rng *r)
         CHECK(gdn_context_cpu_isa(ctx) == levels[l].isa, "%s: context runs level %d",
               levels[l].name, (int)gdn_context_cpu_isa(ctx));
         const bool bf16_products = gdn_context_cpu_bf16_products(ctx) != GDN_BF16_PRODUCTS_F32;
+        if (levels[l].bf16_dot && !bf16_products) { /* the build has no AVX512-BF16 kernels */
+            printf("%s: not built, skipped\n", levels[l].name);
+            gdn_context_destroy(ctx);
+            continue;
+        }
         CHECK(!bf16_products || levels[l].isa == GDN_ISA_AMX ||
                   (levels[l].isa == GDN_ISA_AVX512 && (gdn_cpu_features() & GDN_CPU_AVX512BF16)),
               "%s: bf16 products where the level has none", levels[l].name);
         const gdn_bf16_products want = levels[l].isa == GDN_ISA_AMX ? GDN_BF16_PRODUCTS_AMX
                                        : levels[l].bf16_dot       ? GDN_BF16_PRODUCTS_AVX512BF16
                                                                   : GDN_BF16_PRODUCTS_F32;
-        CHECK(gdn_context_cpu_bf16_products(ctx) == want || (levels[l].bf16_dot && !bf16_products),
+        CHECK(gdn_context_cpu_bf16_products(ctx) == want,
               "%s: bf16 products %d, expected %d", levels[l].name,
               (int)gdn_context_cpu_bf16_products(ctx), (int)want);
         for (int i = 0; i < 16; i++) {

@@ -129,7 +129,8 @@ typedef struct cpu_chunk_kernels {
                              * driver moves its traffic in bursts (AMX tiles measured 12%
                              * slower with the pump's lines among them) */
     /* cpu_load_f32 and cpu_store_f32 compiled for the level (the driver's own build is the
-     * baseline ISA, and bf16 rows convert 4 lanes at a time there) */
+     * baseline ISA, and bf16 rows convert 4 lanes at a time there); store_row writes f32 rows
+     * with streaming stores, which the driver orders with an sfence before its task ends */
     void (*load_row)(const gdn_tensor *t, int64_t off, int64_t n, float *dst);
     void (*store_row)(const gdn_tensor *t, int64_t off, int64_t n, const float *src);
     /* floats of per-call scratch the kernels need (each worker has its own) */

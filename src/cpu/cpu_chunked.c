@@ -142,7 +142,8 @@ typedef struct chunk_job {
     int64_t window;         /* split: chunks per window; the window's first chunk */
     int64_t first;
     float *workers;         /* per worker: inputs, O, kernel scratch (split); inputs, kernel
-                             * scratch, keys, record, per outputs O and states (fused) */
+                             * scratch, keys, record, two chunks' outputs O and the states of
+                             * per heads (fused) */
     size_t per_worker;
     float *states;          /* split: one state per task */
     float *keys;            /* split: window keys per group */
@@ -320,7 +321,8 @@ static void load_values(const chunk_job *j, const seq_head *s, int64_t c, cpu_ch
     }
 }
 
-/* Orders the kernels' streaming output stores before anything the thread writes next. */
+/* Makes the kernels' streaming output stores visible before the pool task ends (each task
+ * fences once, after its last store). */
 static void store_fence(void)
 {
 #if defined(__x86_64__)
@@ -337,7 +339,6 @@ static void store_out(const chunk_job *j, const seq_head *s, int64_t c, int64_t 
     for (int64_t i = 0; n > 0 && i < L; i++)
         j->k->store_row(out, token_offset(out, s->row, s->t0 + c * j->g.C + i, s->hv) + c0, n,
                         O + i * j->g.Vp + c0);
-    store_fence();
 }
 
 /* Value heads per group: at most MAX_PER of one key head (more run as several groups); several
@@ -349,8 +350,8 @@ enum { MAX_PER = 16, GROUP_STATE_BYTES = 512 << 10 };
  * head r), i-major, so that the parts of a line shared by neighbouring heads go out together) and
  * prefetches chunk c + 1's q, k and v rows, a line at a time (into L2: each (token, head) row is
  * its own short run of memory, too short for the hardware prefetcher, and rows a few KiB apart
- * share L1 sets). Each step moves `budget` lines, sized from the steps the last chunk took so
- * that the traffic spreads over the whole chunk. Kernels that are not `pumped` take none of it:
+ * share L1 sets). Each step moves about `budget` lines (output rows go whole), sized from the
+ * steps the last chunk took so that the traffic spreads over the whole chunk. Kernels that are not `pumped` take none of it:
  * the driver moves it in one burst as each chunk starts. */
 typedef struct group_pump {
     cpu_pump base;            /* first: what the kernels see */
@@ -358,10 +359,10 @@ typedef struct group_pump {
     const seq_head *s;
     const float *O;           /* chunk oc's outputs, per heads; pieces onext of ototal stored */
     int64_t oc, onext, ototal, out_lines;
-    const char *row0[3 * MAX_PER]; /* chunk pc's rows to prefetch: nrows rows of each stream, */
-    int64_t pitch[3 * MAX_PER];    /* row i of stream x at row0[x] + i pitch[x] */
-    int64_t lines[3 * MAX_PER];    /* lines a row */
-    int64_t streams, nrows, prow, pstream, pline, pleft;
+    const char *row0[3 * MAX_PER]; /* the rows to prefetch: row i of stream x at */
+    int64_t pitch[3 * MAX_PER];    /* row0[x] + i pitch[x], */
+    int64_t lines[3 * MAX_PER];    /* lines[x] lines a row */
+    int64_t streams, prow, pstream, pline, pleft; /* the cursor, and the lines left */
     int64_t budget, steps;
 } group_pump;
 
@@ -406,6 +407,9 @@ static void pump_step(cpu_pump *p)
     pump_lines(gp, gp->budget);
 }
 
+/* 64-byte lines of a row of `width` elements of `esize` bytes */
+static int64_t row_lines(size_t esize, int64_t width) { return ((int64_t)esize * width + 63) / 64; }
+
 static void pump_add_stream(group_pump *gp, const gdn_tensor *t, const seq_head *s, int64_t c0,
                             int64_t head, int64_t width)
 {
@@ -413,7 +417,7 @@ static void pump_add_stream(group_pump *gp, const gdn_tensor *t, const seq_head 
     const int64_t x = gp->streams++;
     gp->row0[x] = (const char *)t->data + (size_t)token_offset(t, s->row, c0, head) * esize;
     gp->pitch[x] = t->stride[1] * (int64_t)esize;
-    gp->lines[x] = ((int64_t)esize * width + 63) / 64;
+    gp->lines[x] = row_lines(esize, width);
 }
 
 /* Moves what is left, then makes chunk oc's outputs O (NULL: none) the pending stores and chunk
@@ -466,7 +470,7 @@ static void fused_task(void *arg, int64_t grp, int worker)
     group_pump gp;
     memset(&gp, 0, sizeof gp);
     gp.base.step = pump_step, gp.j = j, gp.s = s;
-    gp.out_lines = ((int64_t)gdn_dtype_size(j->p->a.out.dtype) * j->g.V + 63) / 64;
+    gp.out_lines = row_lines(gdn_dtype_size(j->p->a.out.dtype), j->g.V);
     keys.pump = rec.pump = &gp.base;
     for (int64_t r = 0; r < j->per; r++)
         state_load(j, &s[r], S + r * state_floats(&j->g));
@@ -474,7 +478,7 @@ static void fused_task(void *arg, int64_t grp, int worker)
     gp.steps = 64 * j->per;          /* a guess at chunk 0's steps */
     pump_refill(&gp, 0, NULL, 1);
     for (int64_t c = 0; c < s[0].chunks; c++) {
-        float *O = Obuf[c % 2];
+        float *O = Obuf[j->k->pumped ? c % 2 : 0]; /* unpumped: stored before it is reused */
         for (int64_t r = 0; r < j->per; r++) {
             if (r % j->vper == 0) { /* the next key head */
                 load_keys(j, &s[r], c, &keys);
@@ -572,6 +576,7 @@ static void split_state_task(void *arg, int64_t unit, int worker)
         j->k->state(&j->g, &keys, &rec, task_state(j, task), c0, j->k->pad, O, scratch);
         store_out(j, &s, c, chunk_length(j, &s, c), O, c0, j->k->pad);
     }
+    store_fence();
 }
 
 /* ---- entry points ------------------------------------------------------------------------ */

@@ -108,7 +108,7 @@ static void stream_piece(float *dst, const float *src, int64_t n)
 }
 #endif
 
-/* f32 output rows go out with streaming stores (the driver fences after each chunk's rows): a
+/* f32 output rows go out with streaming stores (the driver fences before its task ends): a
  * prefill's output is written once, far larger than the caches, and a plain store first reads
  * each line it writes. */
 static void store_row(const gdn_tensor *t, int64_t off, int64_t n, const float *src)
