@@ -61,6 +61,19 @@ __device__ __forceinline__ void cp_async_wait_all()
     asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
 
+// Closes this thread's group of cp.async copies issued so far (cp_async_wait_groups waits on it).
+__device__ __forceinline__ void cp_async_commit()
+{
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+// Waits until at most N of this thread's committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait_groups()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 // Element i of a rank-1 index or flag tensor (i32, i64, u8).
 template <class Tensor>
 __device__ __forceinline__ int64_t ld_index(const Tensor &t, int64_t i)

@@ -46,7 +46,10 @@ constexpr int kThreads = 128;   // 4 warps: one 16-row tile of a chunk each
 constexpr int kVT = 32;         // value columns per state block
 constexpr int kMaxDim = 128;    // K and V (shared memory budget)
 
-int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+__host__ __device__ constexpr int64_t round_up(int64_t x, int64_t m)
+{
+    return (x + m - 1) / m * m;
+}
 
 // chunk_state_tc's shared memory for K <= KP and a 16-bit type of es bytes: two stages of W
 // (hi, lo), Q, K, U (f32), Aqk; V'; the update's scaled V' (hi, lo); two 16-bit copies of S
@@ -67,17 +70,15 @@ struct tc_layout {
     int w, wl, q, k, u, a, stage, vn, vk, sb, bytes;   // byte offsets; stage: one stage's size
 };
 
-__host__ __device__ constexpr int round16(int bytes) { return (bytes + 15) / 16 * 16; }
-
-__host__ __device__ constexpr tc_layout tc_layout_for(int KP, int es);
-
-// Bytes per (chunk, value head) of the 16-bit path's workspace arrays: W, W lo, Q, K (rows of
-// ldk); Aqk (rows of ldq); U (VP / 32 tiles of 64 rows of kUld floats).
+// A row of n 16-bit elements of es bytes: unpadded and swizzled when whole 128-byte lines, else
+// padded by 32 bytes (above).
 __host__ __device__ constexpr bool tc_swizzled(int n, int es) { return n * es % 128 == 0; }
 __host__ __device__ constexpr int tc_ld(int n, int es)
 {
     return tc_swizzled(n, es) ? n : n + 32 / es;
 }
+// Bytes per (chunk, value head) of the 16-bit path's workspace arrays: W, W lo, Q, K (rows of
+// ldk); Aqk (rows of ldq); U (VP / 32 tiles of 64 rows of kUld floats).
 __host__ __device__ constexpr int tc_key_block(int KP, int es) { return kC * tc_ld(KP, es) * es; }
 __host__ __device__ constexpr int tc_aq_block(int es) { return kC * tc_ld(kC, es) * es; }
 __host__ __device__ constexpr int tc_u_tile() { return kC * kUld * 4; }
@@ -87,16 +88,16 @@ __host__ __device__ constexpr tc_layout tc_layout_for(int KP, int es)
     tc_layout L{};
     L.ldk = tc_ld(KP, es), L.ldu = kVT + 16 / es, L.ldq = tc_ld(kC, es);
     L.w = 0;
-    L.wl = L.w + round16(kC * L.ldk * es);
-    L.q = L.wl + round16(kC * L.ldk * es);
-    L.k = L.q + round16(kC * L.ldk * es);
-    L.u = L.k + round16(kC * L.ldk * es);
-    L.a = L.u + round16(tc_u_tile());
-    L.stage = L.a + round16(kC * L.ldq * es);
+    L.wl = L.w + round_up(kC * L.ldk * es, 16);
+    L.q = L.wl + round_up(kC * L.ldk * es, 16);
+    L.k = L.q + round_up(kC * L.ldk * es, 16);
+    L.u = L.k + round_up(kC * L.ldk * es, 16);
+    L.a = L.u + round_up(tc_u_tile(), 16);
+    L.stage = L.a + round_up(kC * L.ldq * es, 16);
     L.vn = 2 * L.stage;
-    L.vk = L.vn + round16(kC * L.ldu * es);
-    L.sb = L.vk + round16(2 * kC * L.ldu * es);
-    L.bytes = L.sb + round16(2 * KP * L.ldu * es);
+    L.vk = L.vn + round_up(kC * L.ldu * es, 16);
+    L.sb = L.vk + round_up(2 * kC * L.ldu * es, 16);
+    L.bytes = L.sb + round_up(2 * KP * L.ldu * es, 16);
     return L;
 }
 
@@ -754,7 +755,7 @@ __device__ __forceinline__ void scale_split8(uint4 u, float s, uint4 &hi, uint4 
 // Ik[i] = 1 / ||k_i||, Iq[i] = 1 / ||q_i|| for the chunk's 64 rows (the in-kernel L2 norm, as the
 // reference; 1 without it). Two threads per row, 16-byte reads; the two halves of a row take
 // alternate runs of four pieces, so the eight threads of a shared-memory wavefront (four rows,
-// row starts 16 bytes apart modulo 128) hit distinct banks.
+// row starts 16 bytes apart modulo 128 at KP = 64 and 128) hit distinct banks.
 template <class P, int KP>
 __device__ __forceinline__ void stage_inv_norms(const typename P::st *Ks,
                                                 const typename P::st *Qs, int ld, bool l2,
@@ -763,6 +764,11 @@ __device__ __forceinline__ void stage_inv_norms(const typename P::st *Ks,
     static_assert(kPrepThreads == 4 * kC, "two threads per q and k row");
     constexpr int pieces = KP / 8;
     const int r = threadIdx.x >> 1, h = threadIdx.x & 1;
+    if (!l2) { // the same for the whole block: no shuffle below is left half-done
+        if (h == 0)
+            (r < kC ? Ik : Iq)[r % kC] = 1.0f;
+        return;
+    }
     const typename P::st *row = r < kC ? Ks + r * ld : Qs + (r - kC) * ld;
     float ss = 0.0f;
 #pragma unroll
@@ -776,7 +782,7 @@ __device__ __forceinline__ void stage_inv_norms(const typename P::st *Ks,
     }
     ss += __shfl_xor_sync(0xffffffffu, ss, 1);
     if (h == 0)
-        (r < kC ? Ik : Iq)[r % kC] = l2 ? 1.0f / sqrtf(ss + GDN_L2NORM_EPS) : 1.0f;
+        (r < kC ? Ik : Iq)[r % kC] = 1.0f / sqrtf(ss + GDN_L2NORM_EPS);
 }
 
 // B fragments of two n-tiles (16 x 16 at (k0, n0)) of B = Y^T, Y row-major [n][k].
@@ -1212,7 +1218,7 @@ __device__ __forceinline__ void stage_chunk(const ck_args &p, unsigned stage, un
         stage_part<BULK>(stage + L.a, aq, ab, bar);
     }
     if (!BULK)
-        asm volatile("cp.async.commit_group;\n" ::: "memory");
+        cp_async_commit();
 }
 
 // A chunk's per-row factors for this thread's rows r and r + 8 of the chunk, and its decay.
@@ -1404,7 +1410,7 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
         if constexpr (kBulkStage)
             mbar_wait(bar0 + 8 * (unsigned)(j & 1), (unsigned)(j >> 1) & 1u);
         else
-            asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+            cp_async_wait_groups<0>();
         __syncthreads(); // chunk j and the state copy are in; stage (j + 1) & 1 is free
         const chunk_factors fac = next;
         if (j + 1 < nch) {
