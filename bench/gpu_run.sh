@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine, in one command: build with CUDA (sm_80 + sm_90a), run every test (CPU and
-# GPU; the decode tests again with 64-wide tiles forced), `gdn check --backend cuda`, `gdn bench
+# GPU; ctest's test_cuda_tile64 reruns test_cuda with 64-wide decode tiles forced), `gdn check
+# --backend cuda` (twice: the second with 64-wide decode tiles), `gdn bench
 # --backend cuda` (decode and prefill rows; decode in the VK layout too), the
 # demo, the Python tests, and FLA side by side (decode and prefill) when its
 # code is in .fla/. Logs and JSON go to $OUT (or ./gpu-out); a short table is printed last.
@@ -19,11 +20,11 @@ ctest --test-dir build --output-on-failure > "$out/ctest.log" 2>&1; ctest_rc=$?
 grep -E "tests passed|Failed|Skipped|\(Failed\)|\*\*\*" "$out/ctest.log"
 ./build/tools/gdn check --backend cuda > "$out/check_cuda.txt" 2>&1; check_rc=$?
 tail -3 "$out/check_cuda.txt"
-# the decode kernels' 64-wide tiles run only for large batches (ctest runs test_cuda with them
-# forced too, as test_cuda_tile64)
-GDN_CUDA_DECODE_TILE=64 ./build/tools/gdn check --backend cuda > "$out/test_cuda_tile64.txt" 2>&1 ||
+# the decode kernels' 64-wide tiles run only for large batches: gdn check's cases with them forced
+# (ctest's test_cuda_tile64 does the same for test_cuda)
+GDN_CUDA_DECODE_TILE=64 ./build/tools/gdn check --backend cuda > "$out/check_cuda_tile64.txt" 2>&1 ||
   check_rc="$check_rc+tile64"
-grep -E "passed|FAIL|error" "$out/test_cuda_tile64.txt" | tail -3
+grep -E "passed|FAIL|error" "$out/check_cuda_tile64.txt" | tail -3
 ./build/tools/gdn bench --backend cuda --op decode --layout vk > "$out/bench_cuda_vk.txt" 2>&1
 ./build/tools/gdn bench --backend cuda --json "$out/bench_cuda.json" > "$out/bench_cuda.txt" 2>&1
 ./build/tools/gdn demo --backend cuda --dtype bf16 > "$out/demo_cuda.txt" 2>&1; demo_rc=$?
