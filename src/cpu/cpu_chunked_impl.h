@@ -108,11 +108,48 @@ static void stream_piece(float *dst, const float *src, int64_t n)
 }
 #endif
 
-/* f32 output rows go out with streaming stores (the driver fences before its task ends): a
+#if LANES == 16 && defined(__AVX512BW__)
+/* 16 f32 as 16 bf16, rounded as gdn_bf16_bits rounds them (to nearest even; a NaN stays a NaN) */
+static inline __m256i bf16_rounded16(const float *src)
+{
+    const __m512i u = _mm512_loadu_si512(src), top = _mm512_srli_epi32(u, 16);
+    const __m512i odd = _mm512_and_si512(top, _mm512_set1_epi32(1));
+    const __m512i rounded = _mm512_srli_epi32(
+        _mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff))), 16);
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(
+        _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+    const __m512i quiet = _mm512_or_si512(top, _mm512_set1_epi32(0x40));
+    return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(rounded, nan, quiet));
+}
+
+/* A bf16 row: its whole 64-byte lines (32 values) streamed, the pieces before and after them
+ * (shared with the neighbouring rows' lines) stored plainly. */
+static void store_bf16_row(const gdn_tensor *t, int64_t off, int64_t n, const float *src)
+{
+    uint16_t *dst = (uint16_t *)t->data + off;
+    int64_t i = (int64_t)(((uintptr_t)-(uintptr_t)dst % 64) / sizeof *dst);
+    i = i < n ? i : n;
+    cpu_store_f32(t, off, i, src);
+    for (; i + 32 <= n; i += 32) {
+        const __m512i line = _mm512_inserti64x4(_mm512_castsi256_si512(bf16_rounded16(src + i)),
+                                                bf16_rounded16(src + i + 16), 1);
+        _mm512_stream_si512((void *)(dst + i), line);
+    }
+    cpu_store_f32(t, off + i, n - i, src + i);
+}
+#endif
+
+/* Output rows go out with streaming stores (the driver fences before its task ends): a
  * prefill's output is written once, far larger than the caches, and a plain store first reads
- * each line it writes. */
+ * each line it writes. f32 rows at every x86 level, bf16 rows at avx512. */
 static void store_row(const gdn_tensor *t, int64_t off, int64_t n, const float *src)
 {
+#if LANES == 16 && defined(__AVX512BW__)
+    if (t->dtype == GDN_BF16 && (uintptr_t)t->data % 2 == 0) {
+        store_bf16_row(t, off, n, src);
+        return;
+    }
+#endif
 #if defined(__x86_64__) && (LANES == 16 || LANES == 8 || LANES == 4)
     if (t->dtype == GDN_F32) {
         float *dst = (float *)t->data + off;
