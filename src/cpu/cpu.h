@@ -105,13 +105,13 @@ typedef struct cpu_chunk_inputs {
 typedef struct cpu_chunk_record {
     float *W;               /* [Cp, Kp] -(I + A)^-1 diag(beta e^G) K.  bf16: unused */
     float *U;               /* [Cp, Vp] (I + A)^-1 diag(beta) V; the state pass turns it into
-                             * V' = U + W S in place (W holds the minus).  bf16: diag(beta) V,
-                             * then V' */
+                             * V' = U + W S in place (W holds the minus).  bf16: the values V
+                             * (values_in_record), then V' */
     float *KT;              /* [Kp, Cp] K^T with column m scaled by e^(G_last - G_m).  bf16:
                              * unused */
     float *P;               /* [Cp, Cp] lower scale q_i.k_j e^(G_i - G_j), j <= i (bf16: bf16) */
     float *T;               /* [Cp, Cp] bf16 kernels only: (I + A)^-1 as hi and lo bf16 parts */
-    float *rows;            /* [3 Cp] per-row factors: f32 kernels scale e^G_i of O's row i
+    float *rows;            /* [4 Cp] per-row factors: f32 kernels scale e^G_i of O's row i
                              * (the queries'), bf16 kernels see bf16_prep */
     float *decay;           /* [1] e^G_last */
     cpu_pump *pump;         /* stepped by prep's and the state pass's products (pumped
@@ -128,6 +128,8 @@ typedef struct cpu_chunk_kernels {
     bool pumped;            /* steps keys->pump and rec->pump between product tiles; else the
                              * driver moves its traffic in bursts (AMX tiles measured 12%
                              * slower with the pump's lines among them) */
+    bool values_in_record;  /* takes the chunk's values in rec->U: the driver points in->Vc
+                             * there (else it is the inputs' own area) */
     /* cpu_load_f32 and cpu_store_f32 compiled for the level (the driver's own build is the
      * baseline ISA, and bf16 rows convert 4 lanes at a time there); store_row writes f32 rows
      * with streaming stores, which the driver orders with an sfence before its task ends */

@@ -71,7 +71,7 @@ static size_t inputs_floats(const cpu_chunk_geom *g)
 static size_t record_floats(const cpu_chunk_geom *g)
 {
     return floats(g->Cp * g->Kp) + floats(g->Cp * g->Vp) + floats(g->Kp * g->Cp) +
-           2 * floats(g->Cp * g->Cp) + floats(3 * g->Cp) + floats(1);
+           2 * floats(g->Cp * g->Cp) + floats(4 * g->Cp) + floats(1);
 }
 
 static size_t state_floats(const cpu_chunk_geom *g) { return floats(g->Kp * g->Vp); }
@@ -121,7 +121,7 @@ static cpu_chunk_record carve_record(float **cur, const cpu_chunk_geom *g)
     r.KT = carve(cur, g->Kp * g->Cp);
     r.P = carve(cur, g->Cp * g->Cp);
     r.T = carve(cur, g->Cp * g->Cp);
-    r.rows = carve(cur, 3 * g->Cp);
+    r.rows = carve(cur, 4 * g->Cp);
     r.decay = carve(cur, 1);
     r.pump = NULL;
     return r;
@@ -465,6 +465,8 @@ static void fused_task(void *arg, int64_t grp, int worker)
     float *scratch = carve(&cur, (int64_t)scratch_floats(j->k, &j->g));
     cpu_chunk_keys keys = carve_keys(&cur, &j->g);
     cpu_chunk_record rec = carve_record(&cur, &j->g);
+    if (j->k->values_in_record)
+        in.Vc = rec.U;
     const size_t outs = (size_t)j->per * out_floats(&j->g);
     float *Obuf[2] = {cur, cur + outs}, *S = cur + 2 * outs; /* two chunks' outputs */
     group_pump gp;
@@ -554,6 +556,8 @@ static void split_prep_task(void *arg, int64_t unit, int worker)
         const int64_t hv = group_head(j, grp, r);
         const seq_head s = seq_head_of(j, n, hv);
         cpu_chunk_record rec = window_record(j, n * j->p->HV + hv, c - j->first);
+        if (j->k->values_in_record)
+            in.Vc = rec.U;
         load_values(j, &s, c, &in);
         j->k->prep(&j->g, &keys, &in, &rec, scratch);
     }

@@ -29,8 +29,9 @@ static void products_end(void) { _tile_release(); }
 static void bf16_gemm(int64_t M, int64_t N, const bf16_term *terms, int nterms, const float *Cin,
                       int64_t ldi, float *C, int64_t ldc, int skip)
 {
-    for (int64_t i0 = 0; i0 < M; i0 += 32)
-        for (int64_t j0 = 0; j0 < N && (!(skip & C_LOWER) || j0 <= i0); j0 += 32) {
+    /* column blocks outermost: a 32-column panel of each B stays in L1 for every row block */
+    for (int64_t j0 = 0; j0 < N; j0 += 32)
+        for (int64_t i0 = skip & C_LOWER ? j0 : 0; i0 < M; i0 += 32) {
             if (Cin) {
                 _tile_loadd(0, Cin + i0 * ldi + j0, ldi * 4);
                 _tile_loadd(1, Cin + i0 * ldi + j0 + 16, ldi * 4);
@@ -49,12 +50,14 @@ static void bf16_gemm(int64_t M, int64_t N, const bf16_term *terms, int nterms, 
                 for (int64_t d = 0; d < depth; d += 32) {
                     _tile_loadd(4, x->A + i0 * x->lda + d, x->lda * 2);
                     _tile_loadd(5, x->A + (i0 + 16) * x->lda + d, x->lda * 2);
-                    _tile_loadd(6, x->B + d / 2 * x->ldb + j0, x->ldb * 4);
-                    _tile_loadd(7, x->B + d / 2 * x->ldb + j0 + 16, x->ldb * 4);
-                    _tile_dpbf16ps(0, 4, 6);
-                    _tile_dpbf16ps(1, 4, 7);
-                    _tile_dpbf16ps(2, 5, 6);
-                    _tile_dpbf16ps(3, 5, 7);
+                    for (int b = 0; b < x->nb; b++) {
+                        _tile_loadd(6, x->B[b] + d / 2 * x->ldb + j0, x->ldb * 4);
+                        _tile_loadd(7, x->B[b] + d / 2 * x->ldb + j0 + 16, x->ldb * 4);
+                        _tile_dpbf16ps(0, 4, 6);
+                        _tile_dpbf16ps(1, 4, 7);
+                        _tile_dpbf16ps(2, 5, 6);
+                        _tile_dpbf16ps(3, 5, 7);
+                    }
                 }
             }
             _tile_stored(0, C + i0 * ldc + j0, ldc * 4);

@@ -25,17 +25,19 @@ static void dot_block(int64_t i0, int64_t j0, const bf16_term *terms, int nterms
     for (int t = 0; t < nterms; t++) {
         const bf16_term *x = &terms[t];
         const int64_t depth = skip & A_LOWER && block_end < x->depth ? block_end : x->depth;
-        for (int64_t p = 0; p < depth / 2; p++) {
-            const __m512bh b0 = (__m512bh)_mm512_loadu_si512(x->B + p * x->ldb + j0);
-            const __m512bh b1 = (__m512bh)_mm512_loadu_si512(x->B + p * x->ldb + j0 + 16);
-            for (int r = 0; r < BM; r++) {
-                uint32_t pair;
-                memcpy(&pair, x->A + (i0 + r) * x->lda + 2 * p, sizeof pair);
-                const __m512bh a = (__m512bh)_mm512_set1_epi32((int)pair);
-                acc[r][0] = _mm512_dpbf16_ps(acc[r][0], a, b0);
-                acc[r][1] = _mm512_dpbf16_ps(acc[r][1], a, b1);
+        for (int b = 0; b < x->nb; b++)
+            for (int64_t p = 0; p < depth / 2; p++) {
+                const uint32_t *B = x->B[b] + p * x->ldb + j0;
+                const __m512bh b0 = (__m512bh)_mm512_loadu_si512(B);
+                const __m512bh b1 = (__m512bh)_mm512_loadu_si512(B + 16);
+                for (int r = 0; r < BM; r++) {
+                    uint32_t pair;
+                    memcpy(&pair, x->A + (i0 + r) * x->lda + 2 * p, sizeof pair);
+                    const __m512bh a = (__m512bh)_mm512_set1_epi32((int)pair);
+                    acc[r][0] = _mm512_dpbf16_ps(acc[r][0], a, b0);
+                    acc[r][1] = _mm512_dpbf16_ps(acc[r][1], a, b1);
+                }
             }
-        }
     }
     for (int r = 0; r < BM; r++) {
         _mm512_storeu_ps(C + (i0 + r) * ldc + j0, acc[r][0]);

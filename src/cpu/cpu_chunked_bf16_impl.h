@@ -28,12 +28,14 @@
 
 #include <immintrin.h>
 
-/* One product term: A [M, depth] bf16 row-major (lda elements), B VNNI [depth / 2, N] words
- * (ldb words); depth a multiple of 32. */
+/* One product term: A [M, depth] bf16 row-major (lda elements) times B[0] (+ B[1] when nb is 2:
+ * an operand's hi and lo parts), each VNNI [depth / 2, N] words (ldb words); depth a multiple of
+ * 32. The engines load each piece of A once for both B's. */
 typedef struct bf16_term {
     const uint16_t *A;
     int64_t lda;
-    const uint32_t *B;
+    const uint32_t *B[2];
+    int nb;
     int64_t ldb, depth;
 } bf16_term;
 
@@ -93,19 +95,6 @@ static void to_bf16_split(const float *X, int64_t ldx, int64_t rows, int64_t col
         }
 }
 
-/* VNNI words of X [depth, cols] f32 (ldx): word (p, j) = bf16 X[2p][j] | bf16 X[2p+1][j] << 16.
- * depth even, cols a multiple of 16. */
-static void to_vnni(const float *X, int64_t ldx, int64_t depth, int64_t cols, uint32_t *vw,
-                    int64_t ldv)
-{
-    for (int64_t p = 0; p < depth / 2; p++)
-        for (int64_t j = 0; j < cols; j += 16) {
-            const __m512i h0 = bf16_lanes(_mm512_loadu_ps(X + 2 * p * ldx + j));
-            const __m512i h1 = bf16_lanes(_mm512_loadu_ps(X + (2 * p + 1) * ldx + j));
-            _mm512_storeu_si512(vw + p * ldv + j, _mm512_or_si512(h0, _mm512_slli_epi32(h1, 16)));
-        }
-}
-
 /* Rows x0 and x1 of a VNNI pair as hi and lo bf16 parts (x = hi + lo to ~2^-16), 16 words each. */
 static inline void vnni_split_pair(__m512 x0, __m512 x1, uint32_t *hi, uint32_t *lo)
 {
@@ -114,20 +103,6 @@ static inline void vnni_split_pair(__m512 x0, __m512 x1, uint32_t *hi, uint32_t 
     bf16_split(x1, &h1, &l1);
     _mm512_storeu_si512(hi, _mm512_or_si512(h0, _mm512_slli_epi32(h1, 16)));
     _mm512_storeu_si512(lo, _mm512_or_si512(l0, _mm512_slli_epi32(l1, 16)));
-}
-
-/* to_vnni's words as hi and lo parts, for operands whose rounding would cost the result. */
-static void to_vnni_split(const float *X, int64_t ldx, int64_t depth, int64_t cols,
-                          const float *scale, uint32_t *hi, uint32_t *lo, int64_t ldv)
-{
-    for (int64_t p = 0; p < depth / 2; p++) {
-        const __m512 s0 = _mm512_set1_ps(scale[2 * p]), s1 = _mm512_set1_ps(scale[2 * p + 1]);
-        const float *x0 = X + 2 * p * ldx, *x1 = x0 + ldx;
-        for (int64_t j = 0; j < cols; j += 16)
-            vnni_split_pair(_mm512_mul_ps(s0, _mm512_loadu_ps(x0 + j)),
-                            _mm512_mul_ps(s1, _mm512_loadu_ps(x1 + j)), hi + p * ldv + j,
-                            lo + p * ldv + j);
-    }
 }
 
 /* The state's operand for K S and Q S: S [depth, cols] (ld) as hi + lo VNNI words, while S itself
@@ -159,12 +134,19 @@ static void rows_to_vnni(const uint16_t *X, int64_t rows, int64_t cols, uint32_t
         }
 }
 
+/* Words per row of the state pass's VNNI operands, for nc columns: one 64-byte line more than
+ * they hold. At nc words (a power of two times 64 bytes) a 32-column panel of the state's hi and
+ * lo words (K S, Q S: 64 rows of 128 bytes each) falls into 16 of L1's 64 sets, more lines than
+ * their ways, and every 32 x 32 block of the product read it again from L2. */
+static int64_t vnni_stride(int64_t nc) { return nc + 16; }
+
 static size_t bf16_scratch_floats(const cpu_chunk_geom *g)
 {
-    const size_t Cp = (size_t)g->Cp, Kp = (size_t)g->Kp, Vp = (size_t)g->Vp;
-    /* keys: K^T words for K K^T, K words for K^T; state: S hi + lo words, two V'-sized areas */
+    const size_t Cp = (size_t)g->Cp, Kp = (size_t)g->Kp, ldv = (size_t)vnni_stride(g->Vp);
+    /* keys: K^T words for K K^T, K words for K^T; state: S hi + lo words, three V'-sized areas
+     * of words */
     const size_t keys = Kp * Cp / 2 + Cp * Kp / 2;
-    const size_t state = Kp * Vp + Cp * Vp;
+    const size_t state = Kp * ldv + 3 * Cp / 2 * ldv;
     return keys > state ? keys : state;
 }
 
@@ -208,7 +190,7 @@ static void bf16_prep_keys(const cpu_chunk_geom *g, cpu_chunk_keys *keys, float 
     inverse_norms(K16, Cp, Kp, g->l2norm, keys->ik);
     products_begin();
     transpose_words((const uint32_t *)K16, Cp, Kp / 2, KTw);
-    const bf16_term kk = {K16, Kp, KTw, Cp, Kp}, qk = {Q16, Kp, KTw, Cp, Kp};
+    const bf16_term kk = {K16, Kp, {KTw, NULL}, 1, Cp, Kp}, qk = {Q16, Kp, {KTw, NULL}, 1, Cp, Kp};
     bf16_gemm(Cp, Cp, &kk, 1, NULL, 0, keys->KK, Cp, C_LOWER);
     bf16_gemm(Cp, Cp, &qk, 1, NULL, 0, keys->QK, Cp, C_LOWER);
     products_end();
@@ -220,53 +202,75 @@ static void bf16_prep_keys(const cpu_chunk_geom *g, cpu_chunk_keys *keys, float 
     transpose_words(Kw, Cp / 2, Kp, (uint32_t *)keys->KT);
 }
 
-/* Record areas (cpu.h): P the gated masked q.k as bf16, T = (I + A)^-1 as hi then lo bf16,
- * U = diag(beta) V in f32, and rows three per-row factors: -beta_i e^G_i / ||k_i|| (the
- * residual's), scale e^G_i / ||q_i|| (the output's) and e^(G_last - G_m) / ||k_m|| (the state
- * update's). Every operand that is rounded to bf16 is either an exact input or a quantity that
- * no later step subtracts from a larger one. */
+/* Record areas (cpu.h): U holds the values as loaded (values_in_record), P the gated masked q.k
+ * as bf16, T = (I + A)^-1 as hi then lo bf16, and rows four per-row factors: -beta_i e^G_i /
+ * ||k_i|| (the residual's), scale e^G_i / ||q_i|| (the output's), e^(G_last - G_m) / ||k_m||
+ * (the state update's) and beta_i (the values'). Every operand that is rounded to bf16 is either
+ * an exact input or a quantity that no later step subtracts from a larger one. */
 static void bf16_prep(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_chunk_inputs *in,
                       cpu_chunk_record *rec, float *scratch)
 {
     (void)scratch;
-    const int64_t Cp = g->Cp, Vp = g->Vp;
+    const int64_t Cp = g->Cp;
     uint16_t *Th = (uint16_t *)rec->T, *Tl = Th + Cp * Cp;
     gate_and_mask(g, keys, in, rec->P);
     unit_lower_inverse(in->A, in->Tinv, Cp);
     to_bf16_split(in->Tinv, Cp, Cp, Cp, Th, Tl, Cp);
     to_bf16(rec->P, Cp, Cp, Cp, (uint16_t *)rec->P, Cp);
-    float *res = rec->rows, *out = res + Cp, *upd = out + Cp;
+    float *res = rec->rows, *out = res + Cp, *upd = out + Cp, *beta = upd + Cp;
     _Alignas(64) float eg[128];
     row_decays(in->G, Cp, eg);
     decay_to_end(in->G, Cp, upd);
     for (int64_t i = 0; i < Cp; i += LANES) {
-        const vf e = vload(eg + i), ik = vload(keys->ik + i);
-        vstore(res + i, -vload(in->beta + i) * e * ik);
+        const vf e = vload(eg + i), ik = vload(keys->ik + i), b = vload(in->beta + i);
+        vstore(res + i, -b * e * ik);
         vstore(out + i, vsplat(g->scale) * e * vload(keys->iq + i));
         vstore(upd + i, vload(upd + i) * ik);
-    }
-    for (int64_t i = 0; i < Cp; i++) {
-        const __m512 b = _mm512_set1_ps(in->beta[i]);
-        for (int64_t x = 0; x < Vp; x += 16)
-            _mm512_storeu_ps(rec->U + i * Vp + x,
-                             _mm512_mul_ps(b, _mm512_loadu_ps(in->Vc + i * Vp + x)));
+        vstore(beta + i, b);
     }
     *rec->decay = expf(in->G[Cp - 1]);
 }
 
-/* R = U + diag(f) X (both [rows, cols] f32, ld) as hi + lo VNNI words: the residual
+/* R = diag(b) V + diag(f) X (both [rows, cols] f32, ld) as hi + lo VNNI words: the residual
  * beta (v - e^G k S / ||k||) is formed in f32 before anything is rounded. */
-static void residual_to_vnni(const float *U, const float *X, int64_t ld, int64_t rows,
-                             int64_t cols, const float *f, uint32_t *hi, uint32_t *lo, int64_t ldv)
+static void residual_to_vnni(const float *V, const float *X, int64_t ld, int64_t rows,
+                             int64_t cols, const float *b, const float *f, uint32_t *hi,
+                             uint32_t *lo, int64_t ldv)
 {
     for (int64_t p = 0; p < rows / 2; p++) {
         const __m512 f0 = _mm512_set1_ps(f[2 * p]), f1 = _mm512_set1_ps(f[2 * p + 1]);
+        const __m512 b0 = _mm512_set1_ps(b[2 * p]), b1 = _mm512_set1_ps(b[2 * p + 1]);
         const int64_t r0 = 2 * p * ld, r1 = r0 + ld;
         for (int64_t j = 0; j < cols; j += 16)
-            vnni_split_pair(
-                _mm512_fmadd_ps(f0, _mm512_loadu_ps(X + r0 + j), _mm512_loadu_ps(U + r0 + j)),
-                _mm512_fmadd_ps(f1, _mm512_loadu_ps(X + r1 + j), _mm512_loadu_ps(U + r1 + j)),
-                hi + p * ldv + j, lo + p * ldv + j);
+            vnni_split_pair(_mm512_fmadd_ps(f0, _mm512_loadu_ps(X + r0 + j),
+                                            _mm512_mul_ps(b0, _mm512_loadu_ps(V + r0 + j))),
+                            _mm512_fmadd_ps(f1, _mm512_loadu_ps(X + r1 + j),
+                                            _mm512_mul_ps(b1, _mm512_loadu_ps(V + r1 + j))),
+                            hi + p * ldv + j, lo + p * ldv + j);
+    }
+}
+
+/* One sweep over V' [rows, cols] (ld): its VNNI words rounded once into vw (for P V'), those of
+ * diag(upd) V' as hi + lo parts (for the update), and O's rows scaled by `out` (O = diag(out)
+ * Q S before P V' adds to it). */
+static void finish_values(const float *Vp, float *O, int64_t ld, int64_t rows, int64_t cols,
+                          const float *out, const float *upd, uint32_t *vw, uint32_t *hi,
+                          uint32_t *lo, int64_t ldv)
+{
+    for (int64_t p = 0; p < rows / 2; p++) {
+        const __m512 u0 = _mm512_set1_ps(upd[2 * p]), u1 = _mm512_set1_ps(upd[2 * p + 1]);
+        const __m512 o0 = _mm512_set1_ps(out[2 * p]), o1 = _mm512_set1_ps(out[2 * p + 1]);
+        const float *x0 = Vp + 2 * p * ld, *x1 = x0 + ld;
+        float *y0 = O + 2 * p * ld, *y1 = y0 + ld;
+        for (int64_t j = 0; j < cols; j += 16) {
+            const __m512 v0 = _mm512_loadu_ps(x0 + j), v1 = _mm512_loadu_ps(x1 + j);
+            _mm512_storeu_si512(vw + p * ldv + j, _mm512_or_si512(bf16_lanes(v0),
+                                                    _mm512_slli_epi32(bf16_lanes(v1), 16)));
+            vnni_split_pair(_mm512_mul_ps(u0, v0), _mm512_mul_ps(u1, v1), hi + p * ldv + j,
+                            lo + p * ldv + j);
+            _mm512_storeu_ps(y0 + j, _mm512_mul_ps(o0, _mm512_loadu_ps(y0 + j)));
+            _mm512_storeu_ps(y1 + j, _mm512_mul_ps(o1, _mm512_loadu_ps(y1 + j)));
+        }
     }
 }
 
@@ -278,39 +282,35 @@ static void bf16_state(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_
                        float *S, int64_t c0, int64_t nc, float *O, float *scratch)
 {
     const int64_t Cp = g->Cp, Kp = g->Kp, Vp = g->Vp;
-    uint32_t *Sh = (uint32_t *)scratch, *Sl = Sh + Kp / 2 * nc;
-    uint32_t *Xh = Sl + Kp / 2 * nc, *Xl = Xh + Cp / 2 * nc; /* R, then V' */
+    const int64_t ldv = vnni_stride(nc);
+    uint32_t *Sh = (uint32_t *)scratch, *Sl = Sh + Kp / 2 * ldv;
+    uint32_t *Xh = Sl + Kp / 2 * ldv, *Xl = Xh + Cp / 2 * ldv; /* R, then diag(upd) V' */
+    uint32_t *Vw = Xl + Cp / 2 * ldv;                           /* V' rounded */
     const uint16_t *K16 = (const uint16_t *)keys->K, *Q16 = (const uint16_t *)keys->Q;
     const uint16_t *P16 = (const uint16_t *)rec->P, *KT16 = (const uint16_t *)keys->KT;
     const uint16_t *Th = (const uint16_t *)rec->T, *Tl = Th + Cp * Cp;
-    const float *res = rec->rows, *out = res + Cp, *upd = out + Cp;
-    float *U = rec->U + c0;
+    const float *res = rec->rows, *out = res + Cp, *upd = out + Cp, *beta = upd + Cp;
+    float *U = rec->U + c0; /* the values, then V' */
     S += c0;
     O += c0;
     products_begin();
-    state_to_vnni(S, Vp, Kp, nc, *rec->decay, Sh, Sl, nc);
-    const bf16_term ks[2] = {{K16, Kp, Sh, nc, Kp}, {K16, Kp, Sl, nc, Kp}};
-    bf16_gemm(Cp, nc, ks, 2, NULL, 0, O, Vp, 0); /* K S, in O until O is made */
-    residual_to_vnni(U, O, Vp, Cp, nc, res, Xh, Xl, nc);
-    const bf16_term tr[3] = {{Th, Cp, Xh, nc, Cp}, {Tl, Cp, Xh, nc, Cp}, {Th, Cp, Xl, nc, Cp}};
-    bf16_gemm(Cp, nc, tr, 3, NULL, 0, U, Vp, A_LOWER); /* V' = T R */
-    const bf16_term qs[2] = {{Q16, Kp, Sh, nc, Kp}, {Q16, Kp, Sl, nc, Kp}};
-    bf16_gemm(Cp, nc, qs, 2, NULL, 0, O, Vp, 0);
-    to_vnni(U, Vp, Cp, nc, Xh, nc);
-    for (int64_t i = 0; i < Cp; i++) { /* O = diag(out) Q S, then + P V' */
-        const __m512 f = _mm512_set1_ps(out[i]);
-        for (int64_t x = 0; x < nc; x += 16)
-            _mm512_storeu_ps(O + i * Vp + x, _mm512_mul_ps(f, _mm512_loadu_ps(O + i * Vp + x)));
-    }
-    const bf16_term pv = {P16, Cp, Xh, nc, Cp};
-    bf16_gemm(Cp, nc, &pv, 1, O, Vp, O, Vp, A_LOWER);
-    to_vnni_split(U, Vp, Cp, nc, upd, Xh, Xl, nc);
-    const bf16_term kv[2] = {{KT16, Cp, Xh, nc, Cp}, {KT16, Cp, Xl, nc, Cp}};
-    bf16_gemm(Kp, nc, kv, 2, S, Vp, S, Vp, 0); /* S = decay S + K^T diag(upd) V' */
+    state_to_vnni(S, Vp, Kp, nc, *rec->decay, Sh, Sl, ldv);
+    const bf16_term ks = {K16, Kp, {Sh, Sl}, 2, ldv, Kp};
+    bf16_gemm(Cp, nc, &ks, 1, NULL, 0, O, Vp, 0); /* K S, in O until O is made */
+    residual_to_vnni(U, O, Vp, Cp, nc, beta, res, Xh, Xl, ldv);
+    const bf16_term tr[2] = {{Th, Cp, {Xh, Xl}, 2, ldv, Cp}, {Tl, Cp, {Xh, NULL}, 1, ldv, Cp}};
+    bf16_gemm(Cp, nc, tr, 2, NULL, 0, U, Vp, A_LOWER); /* V' = T R */
+    const bf16_term qs = {Q16, Kp, {Sh, Sl}, 2, ldv, Kp};
+    bf16_gemm(Cp, nc, &qs, 1, NULL, 0, O, Vp, 0);
+    finish_values(U, O, Vp, Cp, nc, out, upd, Vw, Xh, Xl, ldv);
+    const bf16_term pv = {P16, Cp, {Vw, NULL}, 1, ldv, Cp};
+    bf16_gemm(Cp, nc, &pv, 1, O, Vp, O, Vp, A_LOWER); /* O = diag(out) Q S + P V' */
+    const bf16_term kv = {KT16, Cp, {Xh, Xl}, 2, ldv, Cp};
+    bf16_gemm(Kp, nc, &kv, 1, S, Vp, S, Vp, 0); /* S = decay S + K^T diag(upd) V' */
     products_end();
 }
 
 /* chunk 64: the products are cheap next to the per-chunk f32 work on the state (on AMX) */
 static const cpu_chunk_kernels bf16_kernels = {
-    32, 64, true, false, load_row, store_row, bf16_scratch_floats, bf16_prep_keys, bf16_prep,
+    32, 64, true, false, true, load_row, store_row, bf16_scratch_floats, bf16_prep_keys, bf16_prep,
     bf16_state};
