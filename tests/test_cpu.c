@@ -89,6 +89,29 @@ static delta_config random_config(rng *r, int i)
     return f;
 }
 
+/* The chunked kernels take a chunk's gates e^(G_i - G_j) as products of row and column factors
+ * when its log-decays fall by less than 80, else as an exponential per element: both ways at
+ * the level of ctx, f32 and (with bf16 products) bf16 inputs, with gentle decays (-0.3 a token
+ * at most: under -80 only past 260 tokens) and steep ones (-2.5 to -4 a token: past -80 within
+ * 32 tokens). */
+static void gate_regimes(gdn_context *ctx, bool bf16_products, const char *isa, rng *r)
+{
+    for (int steep = 0; steep < 2; steep++)
+        for (int bf16 = 0; bf16 <= (int)bf16_products; bf16++) {
+            delta_config f = delta_config_default();
+            f.T = 150, f.H = 1, f.HV = 2, f.K = f.V = 64, f.pool = true;
+            f.dtype = bf16 ? GDN_BF16 : GDN_F32;
+            delta_case c;
+            delta_case_init(&c, &f, r);
+            for (int64_t i = 0; i < tensor_numel(&c.g); i++)
+                tensor_set(&c.g, i, steep ? -rng_uniform(r, 2.5, 4.0) : -rng_uniform(r, 0, 0.3));
+            char what[64];
+            snprintf(what, sizeof what, "%s, %s gates", isa, steep ? "steep" : "gentle");
+            compare(ctx, &c, GDN_ALGO_CHUNKED, bf16 ? 5e-3 : 1e-5, what);
+            delta_case_free(&c);
+        }
+}
+
 static void test_levels(rng *r)
 {
     static const struct {
@@ -148,6 +171,7 @@ static void test_levels(rng *r)
                     bf16_products && f.dtype == GDN_BF16 ? 5e-3 : 1e-5, levels[l].name);
             delta_case_free(&c);
         }
+        gate_regimes(ctx, bf16_products, levels[l].name, r);
         gdn_context_destroy(ctx);
     }
 }

@@ -27,37 +27,84 @@
 #endif
 #define NR (NV * LANES)
 
-/* Tinv = (I + A)^-1 for strictly lower A [n, n], row by row: Tinv_i = e_i - sum_{m<i} A_im Tinv_m.
- * Row m of Tinv is zero right of m, so column vector c only needs rows m >= c LANES. */
+/* Rows i and i + 1 of Tinv = (I + A)^-1 for strictly lower A [n, n] from the rows above them:
+ * Tinv_i = e_i - sum_{m<i} A_im Tinv_m. Row m of Tinv is zero right of m, so column vector c
+ * only needs rows m >= c LANES. The two rows share each Tinv_m they load (m < i); row i + 1 then
+ * takes its last term, A_(i+1)i Tinv_i, from row i as it is made. Four chains a row: each sum is
+ * a latency-bound dependency. Without a row i + 1 (i = n - 1), only row i. */
+static void inverse_rows(const float *A, float *Tinv, int64_t n, int64_t i)
+{
+    const bool pair = i + 1 < n;
+    const float *a = A + i * n, *b = pair ? a + n : a; /* b: row i + 1's (or a stand-in) */
+    float *t = Tinv + i * n;
+    for (int64_t c = 0; c < n; c += LANES) {
+        vf s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0}, r0 = {0}, r1 = {0}, r2 = {0}, r3 = {0};
+        int64_t m = c;
+        for (; m + 3 < i; m += 4) {
+            const vf t0 = vload(Tinv + m * n + c), t1 = vload(Tinv + (m + 1) * n + c);
+            const vf t2 = vload(Tinv + (m + 2) * n + c), t3 = vload(Tinv + (m + 3) * n + c);
+            s0 -= vsplat(a[m]) * t0;
+            s1 -= vsplat(a[m + 1]) * t1;
+            s2 -= vsplat(a[m + 2]) * t2;
+            s3 -= vsplat(a[m + 3]) * t3;
+            r0 -= vsplat(b[m]) * t0;
+            r1 -= vsplat(b[m + 1]) * t1;
+            r2 -= vsplat(b[m + 2]) * t2;
+            r3 -= vsplat(b[m + 3]) * t3;
+        }
+        for (; m < i; m++) {
+            const vf tm = vload(Tinv + m * n + c);
+            s0 -= vsplat(a[m]) * tm;
+            r0 -= vsplat(b[m]) * tm;
+        }
+        /* row i, with its diagonal 1 (the sums are zero at and right of column i) */
+        const vi diag = viota((int32_t)c) == ((vi){0} + (int32_t)i);
+        const vf ti = vselect(diag, vsplat(1.0f), (s0 + s1) + (s2 + s3));
+        vstore(t + c, ti);
+        if (pair)
+            vstore(t + n + c, ((r0 + r1) + (r2 + r3)) - vsplat(b[i]) * ti);
+    }
+    if (pair)
+        t[n + i + 1] = 1.0f;
+}
+
+/* Tinv = (I + A)^-1 for strictly lower A [n, n], two rows at a time. */
 static void unit_lower_inverse(const float *A, float *Tinv, int64_t n)
 {
-    for (int64_t i = 0; i < n; i++) {
-        const float *a = A + i * n;
-        float *t = Tinv + i * n;
-        for (int64_t c = 0; c < n; c += LANES) {
-            /* four chains: the sum is a latency-bound dependency */
-            vf s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0};
-            int64_t m = c;
-            for (; m + 3 < i; m += 4) {
-                s0 -= vsplat(a[m]) * vload(Tinv + m * n + c);
-                s1 -= vsplat(a[m + 1]) * vload(Tinv + (m + 1) * n + c);
-                s2 -= vsplat(a[m + 2]) * vload(Tinv + (m + 2) * n + c);
-                s3 -= vsplat(a[m + 3]) * vload(Tinv + (m + 3) * n + c);
-            }
-            for (; m < i; m++)
-                s0 -= vsplat(a[m]) * vload(Tinv + m * n + c);
-            vstore(t + c, (s0 + s1) + (s2 + s3));
-        }
-        t[i] = 1.0f;
-    }
+    for (int64_t i = 0; i < n; i += 2)
+        inverse_rows(A, Tinv, n, i);
 }
 
 /* The gated, masked matrices of one value head from its chunk's K K^T and Q K^T: A strictly
  * lower beta_i k_i.k_j e^(G_i - G_j) into in->A, P lower scale q_i.k_j e^(G_i - G_j). */
+/* Whether e^(G_i - G_j) may be taken as e^G_i e^-G_j with neither factor out of f32's range:
+ * the chunk's log-decays never rise (every g <= 0) and fall by less than 80 (e^80 < FLT_MAX and
+ * e^-80 is a normal float; stronger decays take an exponential per element). */
+static bool gates_factor(const float *G, int64_t Cp)
+{
+    if (G[0] > 0.0f || !(G[Cp - 1] >= -80.0f))
+        return false;
+    for (int64_t i = 1; i < Cp; i++)
+        if (G[i] > G[i - 1])
+            return false;
+    return true;
+}
+
+/* The gated, masked matrices of one value head from its chunk's K K^T and Q K^T: A strictly
+ * lower beta_i k_i.k_j e^(G_i - G_j) into in->A, P lower scale q_i.k_j e^(G_i - G_j). The gate
+ * is one product of two factors where gates_factor allows (an exponential per row and column,
+ * not per element), else e^(G_i - G_j) (Cp <= 128). */
 static void gate_and_mask(const cpu_chunk_geom *g, const cpu_chunk_keys *keys,
                           const cpu_chunk_inputs *in, float *P)
 {
     const int64_t Cp = g->Cp;
+    _Alignas(64) float eg[128], einv[128];
+    const bool factor = gates_factor(in->G, Cp);
+    for (int64_t j = 0; factor && j < Cp; j += LANES) {
+        const vf e = vexp_nonpositive(vload(in->G + j));
+        vstore(eg + j, e);
+        vstore(einv + j, vsplat(1.0f) / e);
+    }
     for (int64_t i = 0; i < Cp; i++) {
         const vf Gi = vsplat(in->G[i]), bi = vsplat(in->beta[i]), sc = vsplat(g->scale);
         const float *kk = keys->KK + i * Cp, *qk = keys->QK + i * Cp;
@@ -69,9 +116,14 @@ static void gate_and_mask(const cpu_chunk_geom *g, const cpu_chunk_keys *keys,
                 continue;
             }
             const vi col = viota((int32_t)j), row = (vi){0} + (int32_t)i;
-            vf d = Gi - vload(in->G + j);
-            d = vselect(d > 0.0f, (vf){0}, d);
-            const vf e = vexp_nonpositive(d);
+            vf e;
+            if (factor) {
+                e = vsplat(eg[i]) * vload(einv + j);
+            } else {
+                vf d = Gi - vload(in->G + j);
+                d = vselect(d > 0.0f, (vf){0}, d);
+                e = vexp_nonpositive(d);
+            }
             vstore(a + j, vselect(col < row, bi * vload(kk + j) * e, (vf){0}));
             vstore(pr + j, vselect(col <= row, sc * vload(qk + j) * e, (vf){0}));
         }
