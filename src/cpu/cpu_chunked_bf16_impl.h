@@ -95,14 +95,25 @@ static void to_bf16_split(const float *X, int64_t ldx, int64_t rows, int64_t col
         }
 }
 
-/* Rows x0 and x1 of a VNNI pair as hi and lo bf16 parts (x = hi + lo to ~2^-16), 16 words each. */
+/* 16 VNNI words of two rows: word j = bf16 x0[j] | bf16 x1[j] << 16 (rounded to nearest even).
+ * VCVTNE2PS2BF16 rounds all 32 at once, x0's in the low half; one word shuffle interleaves them. */
+static inline __m512i vnni_words(__m512 x0, __m512 x1)
+{
+    const __m512i pairs = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9,
+                                           24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1,
+                                           16, 0);
+    return _mm512_permutexvar_epi16(pairs, (__m512i)_mm512_cvtne2ps_pbh(x1, x0));
+}
+
+/* Rows x0 and x1 of a VNNI pair as hi and lo bf16 parts (x = hi + lo to ~2^-16), 16 words each:
+ * lo rounds x - hi, which f32 holds exactly (hi back in f32 is the word's half moved up). */
 static inline void vnni_split_pair(__m512 x0, __m512 x1, uint32_t *hi, uint32_t *lo)
 {
-    __m512i h0, l0, h1, l1;
-    bf16_split(x0, &h0, &l0);
-    bf16_split(x1, &h1, &l1);
-    _mm512_storeu_si512(hi, _mm512_or_si512(h0, _mm512_slli_epi32(h1, 16)));
-    _mm512_storeu_si512(lo, _mm512_or_si512(l0, _mm512_slli_epi32(l1, 16)));
+    const __m512i h = vnni_words(x0, x1);
+    const __m512 h0 = _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
+    const __m512 h1 = _mm512_castsi512_ps(_mm512_and_si512(h, _mm512_set1_epi32(-65536)));
+    _mm512_storeu_si512(hi, h);
+    _mm512_storeu_si512(lo, vnni_words(_mm512_sub_ps(x0, h0), _mm512_sub_ps(x1, h1)));
 }
 
 /* The state's operand for K S and Q S: S [depth, cols] (ld) as hi + lo VNNI words, while S itself
@@ -264,8 +275,7 @@ static void finish_values(const float *Vp, float *O, int64_t ld, int64_t rows, i
         float *y0 = O + 2 * p * ld, *y1 = y0 + ld;
         for (int64_t j = 0; j < cols; j += 16) {
             const __m512 v0 = _mm512_loadu_ps(x0 + j), v1 = _mm512_loadu_ps(x1 + j);
-            _mm512_storeu_si512(vw + p * ldv + j, _mm512_or_si512(bf16_lanes(v0),
-                                                    _mm512_slli_epi32(bf16_lanes(v1), 16)));
+            _mm512_storeu_si512(vw + p * ldv + j, vnni_words(v0, v1));
             vnni_split_pair(_mm512_mul_ps(u0, v0), _mm512_mul_ps(u1, v1), hi + p * ldv + j,
                             lo + p * ldv + j);
             _mm512_storeu_ps(y0 + j, _mm512_mul_ps(o0, _mm512_loadu_ps(y0 + j)));
