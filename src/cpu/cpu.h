@@ -127,7 +127,8 @@ typedef struct cpu_chunk_kernels {
                              * up to 2^-9 |q||k|) */
     bool pumped;            /* steps keys->pump and rec->pump between product tiles; else the
                              * driver moves its traffic in bursts (AMX tiles measured 12%
-                             * slower with the pump's lines among them) */
+                             * slower with the pump's lines among them while bf16 rows were
+                             * plain stores, and no faster once they streamed) */
     bool values_in_record;  /* takes the chunk's values in rec->U: the driver points in->Vc
                              * there (else it is the inputs' own area) */
     /* cpu_load_f32 and cpu_store_f32 compiled for the level (the driver's own build is the

@@ -351,8 +351,9 @@ enum { MAX_PER = 16, GROUP_STATE_BYTES = 512 << 10 };
  * prefetches chunk c + 1's q, k and v rows, a line at a time (into L2: each (token, head) row is
  * its own short run of memory, too short for the hardware prefetcher, and rows a few KiB apart
  * share L1 sets). Each step moves about `budget` lines (output rows go whole), sized from the
- * steps the last chunk took so that the traffic spreads over the whole chunk. Kernels that are not `pumped` take none of it:
- * the driver moves it in one burst as each chunk starts. */
+ * steps the last chunk took so that the traffic spreads over the whole chunk. Kernels that are
+ * not `pumped` take none of it: the driver moves it in one burst as each chunk starts (the AMX
+ * kernels measured no faster pumped, after each tile block or each depth step). */
 typedef struct group_pump {
     cpu_pump base;            /* first: what the kernels see */
     const chunk_job *j;

@@ -30,7 +30,7 @@
 
 /* One product term: A [M, depth] bf16 row-major (lda elements) times B[0] (+ B[1] when nb is 2:
  * an operand's hi and lo parts), each VNNI [depth / 2, N] words (ldb words); depth a multiple of
- * 32. The engines load each piece of A once for both B's. */
+ * 32. The AMX engine loads each A tile once for both B's. */
 typedef struct bf16_term {
     const uint16_t *A;
     int64_t lda;
@@ -261,17 +261,17 @@ static void residual_to_vnni(const float *V, const float *X, int64_t ld, int64_t
     }
 }
 
-/* One sweep over V' [rows, cols] (ld): its VNNI words rounded once into vw (for P V'), those of
+/* One sweep over V' (Vd [rows, cols], ld): its VNNI words rounded once into vw (for P V'), those of
  * diag(upd) V' as hi + lo parts (for the update), and O's rows scaled by `out` (O = diag(out)
  * Q S before P V' adds to it). */
-static void finish_values(const float *Vp, float *O, int64_t ld, int64_t rows, int64_t cols,
+static void finish_values(const float *Vd, float *O, int64_t ld, int64_t rows, int64_t cols,
                           const float *out, const float *upd, uint32_t *vw, uint32_t *hi,
                           uint32_t *lo, int64_t ldv)
 {
     for (int64_t p = 0; p < rows / 2; p++) {
         const __m512 u0 = _mm512_set1_ps(upd[2 * p]), u1 = _mm512_set1_ps(upd[2 * p + 1]);
         const __m512 o0 = _mm512_set1_ps(out[2 * p]), o1 = _mm512_set1_ps(out[2 * p + 1]);
-        const float *x0 = Vp + 2 * p * ld, *x1 = x0 + ld;
+        const float *x0 = Vd + 2 * p * ld, *x1 = x0 + ld;
         float *y0 = O + 2 * p * ld, *y1 = y0 + ld;
         for (int64_t j = 0; j < cols; j += 16) {
             const __m512 v0 = _mm512_loadu_ps(x0 + j), v1 = _mm512_loadu_ps(x1 + j);
@@ -322,5 +322,5 @@ static void bf16_state(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_
 
 /* chunk 64: the products are cheap next to the per-chunk f32 work on the state (on AMX) */
 static const cpu_chunk_kernels bf16_kernels = {
-    32, 64, true, false, true, load_row, store_row, bf16_scratch_floats, bf16_prep_keys, bf16_prep,
-    bf16_state};
+    32, 64, true, false, true, load_row, store_row, bf16_scratch_floats, bf16_prep_keys,
+    bf16_prep, bf16_state};

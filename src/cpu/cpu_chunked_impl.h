@@ -75,8 +75,6 @@ static void unit_lower_inverse(const float *A, float *Tinv, int64_t n)
         inverse_rows(A, Tinv, n, i);
 }
 
-/* The gated, masked matrices of one value head from its chunk's K K^T and Q K^T: A strictly
- * lower beta_i k_i.k_j e^(G_i - G_j) into in->A, P lower scale q_i.k_j e^(G_i - G_j). */
 /* Whether e^(G_i - G_j) may be taken as e^G_i e^-G_j with neither factor out of f32's range:
  * the chunk's log-decays never rise (every g <= 0) and fall by less than 80 (e^80 < FLT_MAX and
  * e^-80 is a normal float; stronger decays take an exponential per element). */
