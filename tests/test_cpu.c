@@ -10,6 +10,8 @@
  *     outputs and states within 1e-5 of the float64 reference (5e-3 for bf16 inputs with bf16
  *     products: AMX tiles, or AVX512-BF16 dot products at the avx512 level, an extra pass with
  *     GDN_CPU_BF16_DOT=1 on CPUs that have them);
+ *   - the chunked kernels' two ways of taking the gates (row and column factors while a chunk's
+ *     log-decays fall by less than 80, an exponential per element past that), at every level;
  *   - long memory (values the state predicts, so v - S^T k cancels) keeps the chunked kernels
  *     state within 1e-5, and the bf16 products' within 5e-5 (a single rounding back fails);
  *   - the chunked form's two schedules (tasks per thread, and chunks + state columns in parallel
