@@ -114,6 +114,50 @@ static void gate_regimes(gdn_context *ctx, bool bf16_products, const char *isa, 
         }
 }
 
+/* The output rows as the chunked kernels store them (streaming stores on whole lines, plain
+ * ones around them), at the level of ctx, V = 128 and 67: a bf16 output is the f32 output
+ * rounded by gdn_f32_to_bf16, bit for bit; an output tensor that starts off a 64-byte line (4
+ * bytes off for f32 and 2 for bf16, and 2 bytes off, not even a float's alignment, for f32) gets
+ * the same bytes as an aligned one. */
+static void exact_outputs(gdn_context *ctx, bool bf16_products, const char *isa, rng *r)
+{
+    for (int i = 0; i < 2; i++) {
+        delta_config f = delta_config_default();
+        f.nseq = 2, f.T = 100, f.H = 1, f.HV = 2, f.K = 32, f.V = i ? 67 : 128, f.pool = true;
+        f.dtype = bf16_products && i ? GDN_BF16 : GDN_F32;
+        rng again = *r; /* the bf16-output case draws the same inputs */
+        delta_case c32, c16;
+        delta_case_init(&c32, &f, r);
+        f.out_dtype = GDN_BF16;
+        delta_case_init(&c16, &f, &again);
+        CHECK_OK(delta_case_run(ctx, &c32, GDN_ALGO_CHUNKED), ctx);
+        CHECK_OK(delta_case_run(ctx, &c16, GDN_ALGO_CHUNKED), ctx);
+        const int64_t n = tensor_numel(&c32.out);
+        int64_t wrong = 0;
+        for (int64_t e = 0; e < n; e++)
+            wrong += ((const uint16_t *)c16.out.data)[e] !=
+                     gdn_f32_to_bf16(((const float *)c32.out.data)[e]);
+        CHECK(wrong == 0, "%s: %lld of %lld bf16 outputs are not the f32 ones rounded (V = %lld)",
+              isa, (long long)wrong, (long long)n, (long long)f.V);
+        for (int k = 0; k < 3; k++) {
+            delta_case *c = k == 2 ? &c16 : &c32;
+            const size_t off = k == 0 ? 4 : 2, bytes = tensor_bytes(&c->out);
+            unsigned char *buf = xmalloc(bytes + 64), *want = xmalloc(bytes);
+            CHECK_OK(delta_case_run(ctx, c, GDN_ALGO_CHUNKED), ctx);
+            memcpy(want, c->out.data, bytes);
+            c->args.out.data = buf + off;
+            CHECK_OK(delta_case_run(ctx, c, GDN_ALGO_CHUNKED), ctx);
+            CHECK(!memcmp(want, buf + off, bytes), "%s: %s output %zu bytes off a line differs",
+                  isa, gdn_dtype_name(c->out.dtype), off);
+            c->args.out.data = c->out.data;
+            free(buf);
+            free(want);
+        }
+        delta_case_free(&c32);
+        delta_case_free(&c16);
+    }
+}
+
 static void test_levels(rng *r)
 {
     static const struct {
@@ -174,6 +218,7 @@ static void test_levels(rng *r)
             delta_case_free(&c);
         }
         gate_regimes(ctx, bf16_products, levels[l].name, r);
+        exact_outputs(ctx, bf16_products, levels[l].name, r);
         gdn_context_destroy(ctx);
     }
 }

@@ -158,32 +158,32 @@ static void stream_piece(float *dst, const float *src, int64_t n)
 }
 #endif
 
-#if LANES == 16 && defined(__AVX512BW__)
-/* 16 f32 as 16 bf16, rounded as gdn_bf16_bits rounds them (to nearest even; a NaN stays a NaN) */
-static inline __m256i bf16_rounded16(const float *src)
+#if defined(__x86_64__)
+/* Elements of `esize` bytes from p to the next 64-byte line (p a multiple of esize), at most n. */
+static int64_t to_line(const void *p, size_t esize, int64_t n)
 {
-    const __m512i u = _mm512_loadu_si512(src), top = _mm512_srli_epi32(u, 16);
-    const __m512i odd = _mm512_and_si512(top, _mm512_set1_epi32(1));
-    const __m512i rounded = _mm512_srli_epi32(
-        _mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff))), 16);
-    const __mmask16 nan = _mm512_cmpgt_epu32_mask(
-        _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
-    const __m512i quiet = _mm512_or_si512(top, _mm512_set1_epi32(0x40));
-    return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(rounded, nan, quiet));
+    const int64_t k = (int64_t)(((uintptr_t)-(uintptr_t)p % 64) / esize);
+    return k < n ? k : n;
 }
+#endif
 
-/* A bf16 row: its whole 64-byte lines (32 values) streamed, the pieces before and after them
- * (shared with the neighbouring rows' lines) stored plainly. */
+#if LANES == 16 && defined(__AVX512BW__)
+/* A bf16 row: its whole 64-byte lines (32 values, rounded by gdn_bf16_bits, a loop the compiler
+ * keeps in registers) streamed, the pieces before and after them (shared with the neighbouring
+ * rows' lines) stored plainly. */
 static void store_bf16_row(const gdn_tensor *t, int64_t off, int64_t n, const float *src)
 {
     uint16_t *dst = (uint16_t *)t->data + off;
-    int64_t i = (int64_t)(((uintptr_t)-(uintptr_t)dst % 64) / sizeof *dst);
-    i = i < n ? i : n;
+    int64_t i = to_line(dst, sizeof *dst, n);
     cpu_store_f32(t, off, i, src);
     for (; i + 32 <= n; i += 32) {
-        const __m512i line = _mm512_inserti64x4(_mm512_castsi256_si512(bf16_rounded16(src + i)),
-                                                bf16_rounded16(src + i + 16), 1);
-        _mm512_stream_si512((void *)(dst + i), line);
+        _Alignas(64) uint16_t line[32];
+        for (int l = 0; l < 32; l++) {
+            uint32_t u;
+            memcpy(&u, src + i + l, sizeof u);
+            line[l] = gdn_bf16_bits(u);
+        }
+        _mm512_stream_si512((void *)(dst + i), _mm512_load_si512(line));
     }
     cpu_store_f32(t, off + i, n - i, src + i);
 }
@@ -191,21 +191,21 @@ static void store_bf16_row(const gdn_tensor *t, int64_t off, int64_t n, const fl
 
 /* Output rows go out with streaming stores (the driver fences before its task ends): a
  * prefill's output is written once, far larger than the caches, and a plain store first reads
- * each line it writes. f32 rows at every x86 level, bf16 rows at avx512. */
+ * each line it writes. f32 rows at every x86 level, bf16 rows at avx512; a tensor not aligned to
+ * its element (which the API allows) takes plain stores. */
 static void store_row(const gdn_tensor *t, int64_t off, int64_t n, const float *src)
 {
 #if LANES == 16 && defined(__AVX512BW__)
-    if (t->dtype == GDN_BF16 && (uintptr_t)t->data % 2 == 0) {
+    if (t->dtype == GDN_BF16 && (uintptr_t)t->data % sizeof(uint16_t) == 0) {
         store_bf16_row(t, off, n, src);
         return;
     }
 #endif
 #if defined(__x86_64__) && (LANES == 16 || LANES == 8 || LANES == 4)
-    if (t->dtype == GDN_F32) {
+    if (t->dtype == GDN_F32 && (uintptr_t)t->data % sizeof(float) == 0) {
         float *dst = (float *)t->data + off;
         const int64_t line = 64 / sizeof(float);
-        int64_t i = (int64_t)(((uintptr_t)-(uintptr_t)dst % 64) / sizeof(float));
-        i = i < n ? i : n;
+        int64_t i = to_line(dst, sizeof *dst, n);
         stream_piece(dst, src, i);
         for (; i + line <= n; i += line) {
 #if LANES == 16
