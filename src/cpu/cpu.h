@@ -95,7 +95,8 @@ typedef struct cpu_chunk_inputs {
     float *Vc;              /* [Cp, Vp] values */
     float *A;               /* [Cp, Cp] scratch: strictly lower beta_i k_i.k_j e^(G_i - G_j)
                              * (f32 kernels: then (I + A)^-1 diag(beta)) */
-    float *Tinv;            /* [Cp, Cp] scratch: (I + A)^-1 */
+    float *Tinv;            /* [Cp, Cp] scratch: (I + A)^-1 (f32 kernels: then
+                             * (I + A)^-1 diag(-beta e^G)) */
     float *G, *beta;        /* [Cp] cumulative log-decay within the chunk, write strength */
 } cpu_chunk_inputs;
 
@@ -133,7 +134,8 @@ typedef struct cpu_chunk_kernels {
                              * there (else it is the inputs' own area) */
     /* cpu_load_f32 and cpu_store_f32 compiled for the level (the driver's own build is the
      * baseline ISA, and bf16 rows convert 4 lanes at a time there); store_row writes f32 rows
-     * with streaming stores, which the driver orders with an sfence before its task ends */
+     * (and bf16 ones at avx512) with streaming stores, which the driver orders with an sfence
+     * before its task ends */
     void (*load_row)(const gdn_tensor *t, int64_t off, int64_t n, float *dst);
     void (*store_row)(const gdn_tensor *t, int64_t off, int64_t n, const float *src);
     /* floats of per-call scratch the kernels need (each worker has its own) */

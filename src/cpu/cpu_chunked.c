@@ -142,8 +142,8 @@ typedef struct chunk_job {
     int64_t window;         /* split: chunks per window; the window's first chunk */
     int64_t first;
     float *workers;         /* per worker: inputs, O, kernel scratch (split); inputs, kernel
-                             * scratch, keys, record, two chunks' outputs O and the states of
-                             * per heads (fused) */
+                             * scratch, keys, record, the outputs O (two chunks' when the kernels
+                             * are pumped) and the states of per heads (fused) */
     size_t per_worker;
     float *states;          /* split: one state per task */
     float *keys;            /* split: window keys per group */
@@ -469,26 +469,27 @@ static void fused_task(void *arg, int64_t grp, int worker)
     if (j->k->values_in_record)
         in.Vc = rec.U;
     const size_t outs = (size_t)j->per * out_floats(&j->g);
-    float *Obuf[2] = {cur, cur + outs}, *S = cur + 2 * outs; /* two chunks' outputs */
+    const bool pumped = j->k->pumped; /* two chunks' outputs, else one */
+    float *Obuf[2] = {cur, pumped ? cur + outs : cur}, *S = cur + (pumped ? 2 : 1) * outs;
     group_pump gp;
     memset(&gp, 0, sizeof gp);
     gp.base.step = pump_step, gp.j = j, gp.s = s;
     gp.out_lines = row_lines(gdn_dtype_size(j->p->a.out.dtype), j->g.V);
-    keys.pump = rec.pump = &gp.base;
+    keys.pump = rec.pump = pumped ? &gp.base : NULL;
     for (int64_t r = 0; r < j->per; r++)
         state_load(j, &s[r], S + r * state_floats(&j->g));
     pump_refill(&gp, 0, NULL, 0); /* chunk 0's rows at once, chunk 1's over chunk 0 */
     gp.steps = 64 * j->per;          /* a guess at chunk 0's steps */
     pump_refill(&gp, 0, NULL, 1);
     for (int64_t c = 0; c < s[0].chunks; c++) {
-        float *O = Obuf[j->k->pumped ? c % 2 : 0]; /* unpumped: stored before it is reused */
+        float *O = Obuf[c % 2]; /* unpumped: one buffer, stored before it is reused */
         for (int64_t r = 0; r < j->per; r++) {
             if (r % j->vper == 0) { /* the next key head */
                 load_keys(j, &s[r], c, &keys);
                 j->k->prep_keys(&j->g, &keys, scratch);
             }
             load_values(j, &s[r], c, &in);
-            if (r == 0 && !j->k->pumped)
+            if (r == 0 && !pumped)
                 pump_lines(&gp, INT64_MAX); /* in a burst, as the chunk starts */
             j->k->prep(&j->g, &keys, &in, &rec, scratch);
             j->k->state(&j->g, &keys, &rec, S + r * state_floats(&j->g), 0, j->g.Vp,
@@ -629,7 +630,8 @@ static chunk_job job_of(const cpu_backend_state *st, const gdn_delta_rule_proble
     } else {
         j.per_worker = inputs_floats(&j.g) + scratch_floats(j.k, &j.g) + keys_floats(&j.g) +
                        record_floats(&j.g) +
-                       (size_t)j.per * (2 * out_floats(&j.g) + state_floats(&j.g));
+                       (size_t)j.per * ((j.k->pumped ? 2 : 1) * out_floats(&j.g) +
+                                        state_floats(&j.g));
     }
     return j;
 }

@@ -224,13 +224,13 @@ static void bf16_prep(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_c
     (void)scratch;
     const int64_t Cp = g->Cp;
     uint16_t *Th = (uint16_t *)rec->T, *Tl = Th + Cp * Cp;
-    gate_and_mask(g, keys, in, rec->P);
+    _Alignas(64) float eg[128];
+    row_decays(in->G, Cp, eg);
+    gate_and_mask(g, keys, in, eg, rec->P);
     unit_lower_inverse(in->A, in->Tinv, Cp);
     to_bf16_split(in->Tinv, Cp, Cp, Cp, Th, Tl, Cp);
     to_bf16(rec->P, Cp, Cp, Cp, (uint16_t *)rec->P, Cp);
     float *res = rec->rows, *out = res + Cp, *upd = out + Cp, *beta = upd + Cp;
-    _Alignas(64) float eg[128];
-    row_decays(in->G, Cp, eg);
     decay_to_end(in->G, Cp, upd);
     for (int64_t i = 0; i < Cp; i += LANES) {
         const vf e = vload(eg + i), ik = vload(keys->ik + i), b = vload(in->beta + i);

@@ -90,19 +90,16 @@ static bool gates_factor(const float *G, int64_t Cp)
 
 /* The gated, masked matrices of one value head from its chunk's K K^T and Q K^T: A strictly
  * lower beta_i k_i.k_j e^(G_i - G_j) into in->A, P lower scale q_i.k_j e^(G_i - G_j). The gate
- * is one product of two factors where gates_factor allows (an exponential per row and column,
- * not per element), else e^(G_i - G_j) (Cp <= 128). */
+ * is eg[i] / eg[j] (eg = row_decays) where gates_factor allows (an exponential per row, not per
+ * element), else e^(G_i - G_j) (Cp <= 128). */
 static void gate_and_mask(const cpu_chunk_geom *g, const cpu_chunk_keys *keys,
-                          const cpu_chunk_inputs *in, float *P)
+                          const cpu_chunk_inputs *in, const float *eg, float *P)
 {
     const int64_t Cp = g->Cp;
-    _Alignas(64) float eg[128], einv[128];
+    _Alignas(64) float einv[128];
     const bool factor = gates_factor(in->G, Cp);
-    for (int64_t j = 0; factor && j < Cp; j += LANES) {
-        const vf e = vexp_nonpositive(vload(in->G + j));
-        vstore(eg + j, e);
-        vstore(einv + j, vsplat(1.0f) / e);
-    }
+    for (int64_t j = 0; factor && j < Cp; j += LANES)
+        vstore(einv + j, vsplat(1.0f) / vload(eg + j));
     for (int64_t i = 0; i < Cp; i++) {
         const vf Gi = vsplat(in->G[i]), bi = vsplat(in->beta[i]), sc = vsplat(g->scale);
         const float *kk = keys->KK + i * Cp, *qk = keys->QK + i * Cp;
@@ -383,10 +380,10 @@ static void prep(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_chunk_
 {
     (void)scratch;
     const int64_t Cp = g->Cp, Kp = g->Kp, Vp = g->Vp;
-    gate_and_mask(g, keys, in, rec->P);
-    unit_lower_inverse(in->A, in->Tinv, Cp);
     _Alignas(64) float eg[128], wcol[128], tail[128];
     row_decays(in->G, Cp, eg);
+    gate_and_mask(g, keys, in, eg, rec->P);
+    unit_lower_inverse(in->A, in->Tinv, Cp);
     for (int64_t i = 0; i < Cp; i += LANES) {
         vstore(wcol + i, -vload(in->beta + i) * vload(eg + i));
         vstore(rec->rows + i, vsplat(g->scale) * vload(eg + i));
