@@ -119,8 +119,9 @@ static void test_chunked(rng *r)
         delta_config f = delta_config_default();
         f.H = rng_int(r, 1, 3);
         f.HV = f.H * (int64_t[]){1, 2, 4}[rng_int(r, 0, 2)];
-        /* every K (every compiled K tile: 32, 64, 96, 128; 64 and 128 take the swizzled layout,
-         * 16 and 96 the padded one) with each dtype (8 cases each), varlen among them */
+        /* every compiled K tile (KP = 32, 64, 96, 128) with each dtype (8 cases each), varlen
+         * among them: K = 64 and 128 take the swizzled layout, K = 16 (KP = 32) and 96 the padded
+         * one */
         f.K = ks[(i + i / 4) % 4];
         f.V = vs[rng_int(r, 0, 2)];
         f.nseq = 2 * rng_int(r, 0, 1) + 1;

@@ -662,13 +662,15 @@ __device__ __forceinline__ void store_pair(E *dst, float x, float y)
     }
 }
 
-// x, y as hi (at hi) and lo (at lo) 16-bit parts: x = hi + lo to about 2^-16 of x.
-template <class E>
-__device__ __forceinline__ void store_pair_split(E *hi, E *lo, float x, float y)
+// x, y as hi (at hi) and lo (at lo) 16-bit parts of policy P (split_pair).
+template <class P>
+__device__ __forceinline__ void store_pair_split(typename P::st *hi, typename P::st *lo, float x,
+                                                 float y)
 {
-    const float xh = to_f32(from_f32<E>(x)), yh = to_f32(from_f32<E>(y));
-    store_pair(hi, xh, yh);
-    store_pair(lo, x - xh, y - yh);
+    unsigned h, l;
+    split_pair<P>(x, y, h, l);
+    *reinterpret_cast<unsigned *>(hi) = h;
+    *reinterpret_cast<unsigned *>(lo) = l;
 }
 
 // Row `off` of a 16-bit tensor into dst (n valid elements, zero to np): 16-byte loads when the
@@ -738,18 +740,14 @@ __device__ __forceinline__ uint4 pack8(const float (&f)[8])
 template <class P>
 __device__ __forceinline__ void scale_split8(uint4 u, float s, uint4 &hi, uint4 &lo)
 {
-    float f[8], h[8];
+    float f[8];
+    unsigned h[4], l[4];
     unpack8<P>(f, u);
 #pragma unroll
-    for (int i = 0; i < 8; i++)
-        f[i] *= s;
-    const uint4 x = pack8<P>(f);
-    unpack8<P>(h, x);
-#pragma unroll
-    for (int i = 0; i < 8; i++)
-        h[i] = f[i] - h[i];
-    lo = pack8<P>(h);
-    hi = x;
+    for (int i = 0; i < 4; i++)
+        split_pair<P>(s * f[2 * i], s * f[2 * i + 1], h[i], l[i]);
+    hi = make_uint4(h[0], h[1], h[2], h[3]);
+    lo = make_uint4(l[0], l[1], l[2], l[3]);
 }
 
 // Ik[i] = 1 / ||k_i||, Iq[i] = 1 / ||q_i|| for the chunk's 64 rows (the in-kernel L2 norm, as the
@@ -806,11 +804,8 @@ __device__ __forceinline__ void frag_a_f32_split(unsigned (&hi)[4], unsigned (&l
                          *reinterpret_cast<const float2 *>(r0 + c + 8),
                          *reinterpret_cast<const float2 *>(r1 + c + 8)};
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
-        hi[i] = P::pack(x[i].x, x[i].y);
-        const float2 h = P::unpack(hi[i]);
-        lo[i] = P::pack(x[i].x - h.x, x[i].y - h.y);
-    }
+    for (int i = 0; i < 4; i++)
+        split_pair<P>(x[i].x, x[i].y, hi[i], lo[i]);
 }
 
 // Tm = (I + Am)^-1, Am strictly lower 64 x 64 (f32, row stride ld), Xs 32 x ld of scratch.
@@ -1066,7 +1061,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
                     const float x = acc[jt][e], y = acc[jt][e + 1];
                     if (isw) {
                         const int at = tile_at<kswz>(m0 + acc_row(e), nb + acc_col(jt, e), ldg);
-                        store_pair_split(w + at, wl + at, x, y);
+                        store_pair_split<P>(w + at, wl + at, x, y);
                     } else {
                         const int c = nb + acc_col(jt, e); // U tile c / 32, column c % 32
                         store_pair(u + ((c / kVT) * kC + m0 + acc_row(e)) * kUld + c % kVT, x, y);
@@ -1138,6 +1133,15 @@ constexpr bool kBulkStage = false;
     asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n"
                  "fence.mbarrier_init.release.cluster;\n" ::"r"(bar)
                  : "memory");
+#endif
+}
+
+// Orders this thread's ordinary shared-memory writes before later bulk copies into the same
+// bytes (the async proxy); each writing thread runs it before the barrier that precedes the copy.
+[[maybe_unused]] __device__ __forceinline__ void fence_proxy_async()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 #endif
 }
 
@@ -1241,8 +1245,9 @@ __device__ __forceinline__ chunk_factors load_factors(const ck_args &p, int64_t 
 }
 
 // Warp w's state rows (16w..16w+15, 32 columns) as hi and lo 16-bit parts.
-template <int KP, class E>
-__device__ __forceinline__ void store_state_split(E *Sh, E *Sl, int ld, const float (&S)[4][4])
+template <int KP, class P>
+__device__ __forceinline__ void store_state_split(typename P::st *Sh, typename P::st *Sl, int ld,
+                                                  const float (&S)[4][4])
 {
     const int warp = threadIdx.x >> 5;
 #pragma unroll
@@ -1250,7 +1255,7 @@ __device__ __forceinline__ void store_state_split(E *Sh, E *Sl, int ld, const fl
 #pragma unroll
         for (int e = 0; e < 4; e += 2) {
             const int at = (16 * warp + acc_row(e)) * ld + acc_col(jt, e);
-            store_pair_split(Sh + at, Sl + at, S[jt][e], S[jt][e + 1]);
+            store_pair_split<P>(Sh + at, Sl + at, S[jt][e], S[jt][e + 1]);
         }
 }
 
@@ -1369,10 +1374,13 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
                                ? state[kv ? r * s2 + v * s3 : v * s2 + r * s3]
                                : 0.0f;
         }
-    if (OUT && seg > 0) // the stage area is free until the first chunk is staged
+    if (OUT && seg > 0) { // the stage area is free until the first chunk is staged
         stitch_state<KP>(p, S, reinterpret_cast<float *>(smem), p.seg_off[n], seg, hv, v0, owns);
+        if (kBulkStage)
+            fence_proxy_async(); // its writes there, before the first bulk copy overwrites them
+    }
     if (owns)
-        store_state_split<KP>(Sh, Sl, L.ldu, S);
+        store_state_split<KP, P>(Sh, Sl, L.ldu, S);
     const seq_info s = seq_span(a.cu_seqlens, p.T, n);
     const int64_t all = p.chunk_off[n + 1] - p.chunk_off[n];
     const int64_t c0 = seg * p.segc, first = p.chunk_off[n] + c0;
@@ -1437,17 +1445,18 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
 #pragma unroll
                 for (int e = 0; e < 4; e += 2) {
                     const int r = 16 * mt + acc_row(e), c = 16 * nh + acc_col(jt, e);
-                    const float u0 = m_cols ? 0.0f : Us[r * kUld + c];
-                    const float u1 = m_cols ? 0.0f : Us[r * kUld + c + 1];
-                    const float x = u0 - acc[jt][e], y = u1 - acc[jt][e + 1];
+                    const float2 u = m_cols ? make_float2(0.0f, 0.0f)
+                                            : *reinterpret_cast<const float2 *>(Us + r * kUld + c);
+                    const float x = u.x - acc[jt][e], y = u.y - acc[jt][e + 1];
                     const float f = e == 0 ? ek0 : ek8;
                     store_pair(Vn + r * L.ldu + c, x, y);
-                    store_pair_split(Vkh + r * L.ldu + c, Vkl + r * L.ldu + c, f * x, f * y);
+                    store_pair_split<P>(Vkh + r * L.ldu + c, Vkl + r * L.ldu + c, f * x, f * y);
                 }
         }
         __syncthreads(); // V' complete
-        // S <- decay S + K^T diag(ek) V' before the output: the next chunk waits on it, not on the
-        // output (which reads the 16-bit copies of the old S, rewritten after the barrier below)
+        // S <- decay S + K^T diag(ek) V' before the output, so that its products issue ahead of
+        // the output's (the output reads the 16-bit copies of the old S, rewritten after the
+        // barrier below, which every chunk still waits on)
         if (owns) {
 #pragma unroll
             for (int jt = 0; jt < 4; jt++)
@@ -1493,7 +1502,7 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
         }
         __syncthreads(); // every read of the 16-bit copies for this chunk is done
         if (owns)
-            store_state_split<KP>(Sh, Sl, L.ldu, S);
+            store_state_split<KP, P>(Sh, Sl, L.ldu, S);
     }
     if (!owns)
         return;
@@ -1680,8 +1689,15 @@ extern "C" gdn_status cuda_chunked_supported(const gdn_delta_rule_problem *p, ch
     const ck_dims d = dims_for(p->K, p->V, es);
     const int prep = es == 2 ? d.prep_tc_bytes : d.prep_bytes;
     const int pass = es == 2 ? d.tc_bytes : d.state_bytes;
-    const int need = prep > pass ? prep : pass;
+    // + the state pass's static shared memory (its two stage barriers, 16 bytes)
+    const int need = (prep > pass ? prep : pass) + 16;
     const int have = max_shared_optin();
+    // the preparation puts V's lo part in A's area once the inverse is made (prep_tc)
+    if (es == 2 && d.ldv * es > d.ldf * 4) {
+        snprintf(why, n, "the chunked form's preparation needs V <= %d at 16 bits (V is %lld)",
+                 d.ldf * 2 - 8, (long long)p->V);
+        return GDN_ERR_UNSUPPORTED;
+    }
     if (need > have) {
         snprintf(why, n, "the chunked form needs %d bytes of shared memory per block for these "
                  "shapes and dtype, the device allows %d", need, have);

@@ -94,6 +94,16 @@ struct prec_f16 {
     }
 };
 
+// x, y as hi and lo words of the 16-bit policy P: hi the pair rounded, lo what the rounding
+// left, rounded (x = hi + lo to about 2^-16 of x). The one split of the 16-bit paths.
+template <class P>
+__device__ __forceinline__ void split_pair(float x, float y, unsigned &hi, unsigned &lo)
+{
+    hi = P::pack(x, y);
+    const float2 h = P::unpack(hi);
+    lo = P::pack(x - h.x, y - h.y);
+}
+
 struct prec_tf32x3 {
     using st = float;
     static constexpr int KS = 8;
