@@ -12,6 +12,8 @@
  *     GDN_CPU_BF16_DOT=1 on CPUs that have them);
  *   - the chunked kernels' two ways of taking the gates (row and column factors while a chunk's
  *     log-decays fall by less than 80, an exponential per element past that), at every level;
+ *   - the chunked kernels' output rows: bf16 ones the f32 ones rounded, bit for bit, and the same
+ *     bytes wherever the output starts (off a line, off a float's alignment);
  *   - long memory (values the state predicts, so v - S^T k cancels) keeps the chunked kernels
  *     state within 1e-5, and the bf16 products' within 5e-5 (a single rounding back fails);
  *   - the chunked form's two schedules (tasks per thread, and chunks + state columns in parallel
