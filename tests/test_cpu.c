@@ -12,6 +12,9 @@
  *     GDN_CPU_BF16_DOT=1 on CPUs that have them);
  *   - the chunked kernels' two ways of taking the gates (row and column factors while a chunk's
  *     log-decays fall by less than 80, an exponential per element past that), at every level;
+ *   - a state that decays by e^-40 and more in one chunk and slowly after (the bf16 kernels'
+ *     lazily applied decay scale reaching its limit and the state rescaled in place) keeps the
+ *     long-memory bar;
  *   - the chunked kernels' output rows: bf16 ones the f32 ones rounded, bit for bit, and the same
  *     bytes wherever the output starts (off a line, off a float's alignment);
  *   - long memory (values the state predicts, so v - S^T k cancels) keeps the chunked kernels
@@ -114,6 +117,29 @@ static void gate_regimes(gdn_context *ctx, bool bf16_products, const char *isa, 
             compare(ctx, &c, GDN_ALGO_CHUNKED, bf16 ? 5e-3 : 1e-5, what);
             delta_case_free(&c);
         }
+}
+
+/* A state that decays by e^-40 to e^-43 over its first 64 tokens and by e^-0.005 a token after:
+ * the bf16 kernels apply a chunk's decay lazily, as a scale of the whole state, until that scale
+ * would pass 2^-60 and the state is rescaled in place; here that happens in the first chunk,
+ * right after it (with a decay of e^-0.3 a chunk, so that an error in the rescaling shows in
+ * the final state) or four chunks on. The state keeps the long-memory bar. */
+static void lazy_decay(gdn_context *ctx, const char *isa, rng *r)
+{
+    static const double first[] = {40.0, 41.4, 43.0};
+    for (int i = 0; i < 3; i++) {
+        delta_config f = delta_config_default();
+        f.T = 384, f.H = 1, f.HV = 2, f.K = f.V = 64, f.pool = true, f.predictable = true;
+        f.dtype = GDN_BF16;
+        delta_case c;
+        delta_case_init(&c, &f, r);
+        for (int64_t x = 0; x < tensor_numel(&c.g); x++) /* [B, T, HV] */
+            tensor_set(&c.g, x, x / f.HV < 64 ? -first[i] / 64 : -0.005);
+        char what[64];
+        snprintf(what, sizeof what, "%s, decay e^-%.1f then slow", isa, first[i]);
+        compare2(ctx, &c, GDN_ALGO_CHUNKED, 5e-3, 5e-5, what);
+        delta_case_free(&c);
+    }
 }
 
 /* The output rows as the chunked kernels store them (streaming stores on whole lines, plain
@@ -220,6 +246,8 @@ static void test_levels(rng *r)
             delta_case_free(&c);
         }
         gate_regimes(ctx, bf16_products, levels[l].name, r);
+        if (bf16_products)
+            lazy_decay(ctx, levels[l].name, r);
         exact_outputs(ctx, bf16_products, levels[l].name, r);
         gdn_context_destroy(ctx);
     }

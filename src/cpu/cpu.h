@@ -150,6 +150,12 @@ typedef struct cpu_chunk_kernels {
      * kernels, the residual's T R in the bf16 ones). */
     void (*state)(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_chunk_record *rec,
                   float *S, int64_t c0, int64_t nc, float *O, float *scratch);
+    /* What a head's state carries beside S (NULL: nothing): state_extra_floats floats right
+     * after S [Kp, Vp], which state_begin sets up once the driver has loaded S (before the first
+     * chunk) and state_end folds back into S before the driver stores it (after the last). */
+    size_t (*state_extra_floats)(const cpu_chunk_geom *g);
+    void (*state_begin)(const cpu_chunk_geom *g, float *S);
+    void (*state_end)(const cpu_chunk_geom *g, float *S);
 } cpu_chunk_kernels;
 
 extern const cpu_chunk_kernels cpu_chunk_scalar, cpu_chunk_avx2, cpu_chunk_avx512;

@@ -74,7 +74,12 @@ static size_t record_floats(const cpu_chunk_geom *g)
            2 * floats(g->Cp * g->Cp) + floats(4 * g->Cp) + floats(1);
 }
 
-static size_t state_floats(const cpu_chunk_geom *g) { return floats(g->Kp * g->Vp); }
+/* A head's state: S [Kp, Vp] and what the kernels keep beside it */
+static size_t state_floats(const cpu_chunk_kernels *k, const cpu_chunk_geom *g)
+{
+    const size_t extra = k->state_extra_floats ? floats((int64_t)k->state_extra_floats(g)) : 0;
+    return floats(g->Kp * g->Vp) + extra;
+}
 static size_t scratch_floats(const cpu_chunk_kernels *k, const cpu_chunk_geom *g)
 {
     return k->scratch_floats ? floats((int64_t)k->scratch_floats(g)) : 0;
@@ -200,14 +205,11 @@ static int64_t state_offset(const gdn_delta_rule_problem *p, const seq_head *s, 
                                              : base + x * st[2] + i * st[3];
 }
 
-/* S [Kp, Vp] (key i, value x) from the pool, or zeros. */
-static void state_load(const chunk_job *j, const seq_head *s, float *S)
+/* S [Kp, Vp] (key i, value x) from the pool */
+static void state_read(const chunk_job *j, const seq_head *s, float *S)
 {
     const gdn_delta_rule_problem *p = j->p;
     const int64_t Vp = j->g.Vp;
-    memset(S, 0, (size_t)(j->g.Kp * Vp) * sizeof *S);
-    if (!s->init)
-        return;
     const bool rows = p->a.state_layout == GDN_STATE_KV && p->a.state.stride[3] == 1;
     for (int64_t i = 0; i < p->K; i++) {
         if (rows) {
@@ -219,11 +221,25 @@ static void state_load(const chunk_job *j, const seq_head *s, float *S)
     }
 }
 
-static void state_store(const chunk_job *j, const seq_head *s, const float *S)
+/* A head's state: S from the pool, or zeros, and the kernels' own part set up. */
+static void state_load(const chunk_job *j, const seq_head *s, float *S)
+{
+    const int64_t Vp = j->g.Vp;
+    memset(S, 0, (size_t)(j->g.Kp * Vp) * sizeof *S);
+    if (s->init)
+        state_read(j, s, S);
+    if (j->k->state_begin)
+        j->k->state_begin(&j->g, S);
+}
+
+/* Folds what the kernels keep beside S back into it, then S to the pool (when the call has one). */
+static void state_store(const chunk_job *j, const seq_head *s, float *S)
 {
     const gdn_delta_rule_problem *p = j->p;
     if (!p->has_state)
         return;
+    if (j->k->state_end)
+        j->k->state_end(&j->g, S);
     const bool rows = p->a.state_layout == GDN_STATE_KV && p->a.state.stride[3] == 1;
     for (int64_t i = 0; i < p->K; i++) {
         if (rows) {
@@ -477,7 +493,7 @@ static void fused_task(void *arg, int64_t grp, int worker)
     gp.out_lines = row_lines(gdn_dtype_size(j->p->a.out.dtype), j->g.V);
     keys.pump = rec.pump = pumped ? &gp.base : NULL;
     for (int64_t r = 0; r < j->per; r++)
-        state_load(j, &s[r], S + r * state_floats(&j->g));
+        state_load(j, &s[r], S + r * state_floats(j->k, &j->g));
     pump_refill(&gp, 0, NULL, 0); /* chunk 0's rows at once, chunk 1's over chunk 0 */
     gp.steps = 64 * j->per;          /* a guess at chunk 0's steps */
     pump_refill(&gp, 0, NULL, 1);
@@ -492,7 +508,7 @@ static void fused_task(void *arg, int64_t grp, int worker)
             if (r == 0 && !pumped)
                 pump_lines(&gp, INT64_MAX); /* in a burst, as the chunk starts */
             j->k->prep(&j->g, &keys, &in, &rec, scratch);
-            j->k->state(&j->g, &keys, &rec, S + r * state_floats(&j->g), 0, j->g.Vp,
+            j->k->state(&j->g, &keys, &rec, S + r * state_floats(j->k, &j->g), 0, j->g.Vp,
                         O + r * out_floats(&j->g), scratch);
         }
         pump_refill(&gp, c, O, c + 2);
@@ -500,12 +516,12 @@ static void fused_task(void *arg, int64_t grp, int worker)
     pump_lines(&gp, INT64_MAX); /* the last chunk's stores */
     store_fence();
     for (int64_t r = 0; r < j->per; r++)
-        state_store(j, &s[r], S + r * state_floats(&j->g));
+        state_store(j, &s[r], S + r * state_floats(j->k, &j->g));
 }
 
 static float *task_state(const chunk_job *j, int64_t task)
 {
-    return j->states + (size_t)task * state_floats(&j->g);
+    return j->states + (size_t)task * state_floats(j->k, &j->g);
 }
 
 static cpu_chunk_keys window_keys(const chunk_job *j, int64_t grp, int64_t c)
@@ -614,7 +630,7 @@ static chunk_job job_of(const cpu_backend_state *st, const gdn_delta_rule_proble
     j.split = !fused_fits(N * p->H * (p->ratio / j.vper), threads);
     if (j.split && fused_fits(j.tasks, threads))
         j.vper = 1, j.split = false;
-    const size_t state_bytes = state_floats(&j.g) * sizeof(float);
+    const size_t state_bytes = state_floats(j.k, &j.g) * sizeof(float);
     for (int64_t kp = 2; !j.split && kp * j.vper <= MAX_PER &&
                          (size_t)(kp * j.vper) * state_bytes <= GROUP_STATE_BYTES; kp++)
         if (p->H % kp == 0 && fused_fits(N * p->H / kp * (p->ratio / j.vper), threads))
@@ -631,7 +647,7 @@ static chunk_job job_of(const cpu_backend_state *st, const gdn_delta_rule_proble
         j.per_worker = inputs_floats(&j.g) + scratch_floats(j.k, &j.g) + keys_floats(&j.g) +
                        record_floats(&j.g) +
                        (size_t)j.per * ((j.k->pumped ? 2 : 1) * out_floats(&j.g) +
-                                        state_floats(&j.g));
+                                        state_floats(j.k, &j.g));
     }
     return j;
 }
@@ -652,7 +668,8 @@ size_t cpu_chunked_workspace(const cpu_backend_state *s, const gdn_delta_rule_pr
     const chunk_job j = job_of(s, p);
     size_t n = (size_t)cpu_pool_threads(s->pool) * j.per_worker;
     if (j.split)
-        n += (size_t)j.tasks * (state_floats(&j.g) + (size_t)j.window * record_floats(&j.g)) +
+        n += (size_t)j.tasks *
+                 (state_floats(j.k, &j.g) + (size_t)j.window * record_floats(&j.g)) +
              (size_t)j.groups * (size_t)j.window * keys_floats(&j.g);
     return n * sizeof(float) + 64; /* + alignment of the base */
 }
@@ -667,7 +684,7 @@ void cpu_chunked_run(const cpu_backend_state *s, const gdn_delta_rule_problem *p
         return;
     }
     j.states = base + (size_t)cpu_pool_threads(s->pool) * j.per_worker;
-    j.records = j.states + (size_t)j.tasks * state_floats(&j.g);
+    j.records = j.states + (size_t)j.tasks * state_floats(j.k, &j.g);
     j.keys = j.records + (size_t)j.tasks * (size_t)j.window * record_floats(&j.g);
     const int64_t most = (p->max_len + j.g.C - 1) / j.g.C;
     cpu_pool_run(s->pool, j.tasks, split_load_task, &j);

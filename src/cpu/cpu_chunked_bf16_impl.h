@@ -116,20 +116,25 @@ static inline void vnni_split_pair(__m512 x0, __m512 x1, uint32_t *hi, uint32_t 
     _mm512_storeu_si512(lo, vnni_words(_mm512_sub_ps(x0, h0), _mm512_sub_ps(x1, h1)));
 }
 
-/* The state's operand for K S and Q S: S [depth, cols] (ld) as hi + lo VNNI words, while S itself
- * becomes decay S for the update, in the same sweep. */
-static void state_to_vnni(float *S, int64_t ld, int64_t depth, int64_t cols, float decay,
-                          uint32_t *hi, uint32_t *lo, int64_t ldv)
+/* S [depth, cols] (ld) as hi + lo VNNI words (ldv): the state's operand for K S and Q S. */
+static void state_words(const float *S, int64_t ld, int64_t depth, int64_t cols, uint32_t *hi,
+                        uint32_t *lo, int64_t ldv)
 {
-    const __m512 d = _mm512_set1_ps(decay);
     for (int64_t p = 0; p < depth / 2; p++)
         for (int64_t j = 0; j < cols; j += 16) {
-            float *s0 = S + 2 * p * ld + j, *s1 = s0 + ld;
-            const __m512 x0 = _mm512_loadu_ps(s0), x1 = _mm512_loadu_ps(s1);
-            vnni_split_pair(x0, x1, hi + p * ldv + j, lo + p * ldv + j);
-            _mm512_storeu_ps(s0, _mm512_mul_ps(d, x0));
-            _mm512_storeu_ps(s1, _mm512_mul_ps(d, x1));
+            const float *s0 = S + 2 * p * ld + j;
+            vnni_split_pair(_mm512_loadu_ps(s0), _mm512_loadu_ps(s0 + ld), hi + p * ldv + j,
+                            lo + p * ldv + j);
         }
+}
+
+/* S [rows, cols] (ld) *= x */
+static void scale_block(float *S, int64_t ld, int64_t rows, int64_t cols, float x)
+{
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < cols; j += 16)
+            _mm512_storeu_ps(S + i * ld + j, _mm512_mul_ps(_mm512_set1_ps(x),
+                                                           _mm512_loadu_ps(S + i * ld + j)));
 }
 
 /* VNNI words of X [rows, cols] bf16 row-major: word (p, j) = X[2p][j] | X[2p+1][j] << 16; rows
@@ -151,13 +156,57 @@ static void rows_to_vnni(const uint16_t *X, int64_t rows, int64_t cols, uint32_t
  * their ways, and every 32 x 32 block of the product read it again from L2. */
 static int64_t vnni_stride(int64_t nc) { return nc + 16; }
 
+/* What a head's state keeps beside S [Kp, Vp] (at S + Kp Vp, 64-byte aligned: Kp, Vp are
+ * multiples of 32): sig [Vp], column j of the state being sig_j S[:, j] (the chunks' decays
+ * applied lazily, so that no pass rewrites S for them), and S's hi and lo VNNI words
+ * [Kp / 2, vnni_stride(Vp)] each, written as the state update leaves each panel of S in L1
+ * (so that no pass reads S again for them). */
+typedef struct head_extra {
+    float *sig;
+    uint32_t *hi, *lo;
+    int64_t ldv;
+} head_extra;
+
+static size_t bf16_state_extra_floats(const cpu_chunk_geom *g)
+{
+    return (size_t)(g->Vp + g->Kp * vnni_stride(g->Vp));
+}
+
+static head_extra extra_of(const cpu_chunk_geom *g, float *S)
+{
+    head_extra e;
+    e.sig = S + g->Kp * g->Vp;
+    e.ldv = vnni_stride(g->Vp);
+    e.hi = (uint32_t *)(e.sig + g->Vp);
+    e.lo = e.hi + g->Kp / 2 * e.ldv;
+    return e;
+}
+
+/* Before the first chunk: no scale yet, and the words of the state as loaded. */
+static void bf16_state_begin(const cpu_chunk_geom *g, float *S)
+{
+    const head_extra e = extra_of(g, S);
+    for (int64_t j = 0; j < g->Vp; j++)
+        e.sig[j] = 1.0f;
+    state_words(S, g->Vp, g->Kp, g->Vp, e.hi, e.lo, e.ldv);
+}
+
+/* After the last: S becomes the state itself, sig_j S[:, j]. */
+static void bf16_state_end(const cpu_chunk_geom *g, float *S)
+{
+    const head_extra e = extra_of(g, S);
+    for (int64_t i = 0; i < g->Kp; i++)
+        for (int64_t j = 0; j < g->Vp; j += 16)
+            _mm512_storeu_ps(S + i * g->Vp + j, _mm512_mul_ps(_mm512_loadu_ps(e.sig + j),
+                                                              _mm512_loadu_ps(S + i * g->Vp + j)));
+}
+
 static size_t bf16_scratch_floats(const cpu_chunk_geom *g)
 {
     const size_t Cp = (size_t)g->Cp, Kp = (size_t)g->Kp, ldv = (size_t)vnni_stride(g->Vp);
-    /* keys: K^T words for K K^T, K words for K^T; state: S hi + lo words, three V'-sized areas
-     * of words */
+    /* keys: K^T words for K K^T, K words for K^T; state: three V'-sized areas of words */
     const size_t keys = Kp * Cp / 2 + Cp * Kp / 2;
-    const size_t state = Kp * ldv + 3 * Cp / 2 * ldv;
+    const size_t state = 3 * Cp / 2 * ldv;
     return keys > state ? keys : state;
 }
 
@@ -242,32 +291,37 @@ static void bf16_prep(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_c
     *rec->decay = expf(in->G[Cp - 1]);
 }
 
-/* R = diag(b) V + diag(f) X (both [rows, cols] f32, ld) as hi + lo VNNI words: the residual
- * beta (v - e^G k S / ||k||) is formed in f32 before anything is rounded. */
+/* R = diag(b) V + diag(f) (x X) (both [rows, cols] f32, ld) as hi + lo VNNI words: the residual
+ * beta (v - e^G k S / ||k||) is formed in f32 before anything is rounded (x: the state's lazy
+ * scale, applied first so that the row factors meet a product of the state's own size). */
 static void residual_to_vnni(const float *V, const float *X, int64_t ld, int64_t rows,
-                             int64_t cols, const float *b, const float *f, uint32_t *hi,
+                             int64_t cols, const float *b, const float *f, float x, uint32_t *hi,
                              uint32_t *lo, int64_t ldv)
 {
+    const __m512 xs = _mm512_set1_ps(x);
     for (int64_t p = 0; p < rows / 2; p++) {
         const __m512 f0 = _mm512_set1_ps(f[2 * p]), f1 = _mm512_set1_ps(f[2 * p + 1]);
         const __m512 b0 = _mm512_set1_ps(b[2 * p]), b1 = _mm512_set1_ps(b[2 * p + 1]);
         const int64_t r0 = 2 * p * ld, r1 = r0 + ld;
-        for (int64_t j = 0; j < cols; j += 16)
-            vnni_split_pair(_mm512_fmadd_ps(f0, _mm512_loadu_ps(X + r0 + j),
-                                            _mm512_mul_ps(b0, _mm512_loadu_ps(V + r0 + j))),
-                            _mm512_fmadd_ps(f1, _mm512_loadu_ps(X + r1 + j),
-                                            _mm512_mul_ps(b1, _mm512_loadu_ps(V + r1 + j))),
+        for (int64_t j = 0; j < cols; j += 16) {
+            const __m512 x0 = _mm512_mul_ps(xs, _mm512_loadu_ps(X + r0 + j));
+            const __m512 x1 = _mm512_mul_ps(xs, _mm512_loadu_ps(X + r1 + j));
+            vnni_split_pair(_mm512_fmadd_ps(f0, x0, _mm512_mul_ps(b0, _mm512_loadu_ps(V + r0 + j))),
+                            _mm512_fmadd_ps(f1, x1, _mm512_mul_ps(b1, _mm512_loadu_ps(V + r1 + j))),
                             hi + p * ldv + j, lo + p * ldv + j);
+        }
     }
 }
 
 /* One sweep over V' (Vd [rows, cols], ld): its VNNI words rounded once into vw (for P V'), those of
- * diag(upd) V' as hi + lo parts (for the update), and O's rows scaled by `out` (O = diag(out)
- * Q S before P V' adds to it). */
+ * u diag(upd) V' as hi + lo parts (for the update; u undoes the state's lazy scale), and O's rows
+ * O = diag(out) (x O) (x: the state's lazy scale, as in residual_to_vnni) before P V' adds to
+ * it. */
 static void finish_values(const float *Vd, float *O, int64_t ld, int64_t rows, int64_t cols,
-                          const float *out, const float *upd, uint32_t *vw, uint32_t *hi,
-                          uint32_t *lo, int64_t ldv)
+                          const float *out, float x, const float *upd, float u, uint32_t *vw,
+                          uint32_t *hi, uint32_t *lo, int64_t ldv)
 {
+    const __m512 xs = _mm512_set1_ps(x), us = _mm512_set1_ps(u);
     for (int64_t p = 0; p < rows / 2; p++) {
         const __m512 u0 = _mm512_set1_ps(upd[2 * p]), u1 = _mm512_set1_ps(upd[2 * p + 1]);
         const __m512 o0 = _mm512_set1_ps(out[2 * p]), o1 = _mm512_set1_ps(out[2 * p + 1]);
@@ -276,26 +330,37 @@ static void finish_values(const float *Vd, float *O, int64_t ld, int64_t rows, i
         for (int64_t j = 0; j < cols; j += 16) {
             const __m512 v0 = _mm512_loadu_ps(x0 + j), v1 = _mm512_loadu_ps(x1 + j);
             _mm512_storeu_si512(vw + p * ldv + j, vnni_words(v0, v1));
-            vnni_split_pair(_mm512_mul_ps(u0, v0), _mm512_mul_ps(u1, v1), hi + p * ldv + j,
+            vnni_split_pair(_mm512_mul_ps(us, _mm512_mul_ps(u0, v0)),
+                            _mm512_mul_ps(us, _mm512_mul_ps(u1, v1)), hi + p * ldv + j,
                             lo + p * ldv + j);
-            _mm512_storeu_ps(y0 + j, _mm512_mul_ps(o0, _mm512_loadu_ps(y0 + j)));
-            _mm512_storeu_ps(y1 + j, _mm512_mul_ps(o1, _mm512_loadu_ps(y1 + j)));
+            _mm512_storeu_ps(y0 + j, _mm512_mul_ps(o0, _mm512_mul_ps(xs, _mm512_loadu_ps(y0 + j))));
+            _mm512_storeu_ps(y1 + j, _mm512_mul_ps(o1, _mm512_mul_ps(xs, _mm512_loadu_ps(y1 + j))));
         }
     }
 }
 
+/* The lazy scale stays within [2^-60, 2^60]: the update's operand is then at most 2^60 times its
+ * own size, far inside f32's range; past it the state is rescaled in place (the chunk's decay
+ * applied to S eagerly, as a decay of 0 or of more than e^41 a chunk needs). */
+static bool lazy_scale_ok(float x) { return x >= 0x1p-60f && x <= 0x1p60f; }
+
 /* V' = T R with R = diag(beta) V + diag(res) K S, O = diag(out) Q S + P V',
  * S = decay S + K^T diag(upd) V' (the factors of bf16_prep). R and diag(upd) V' enter as hi + lo
  * parts: they carry the state from chunk to chunk, and with them it keeps close to f32
- * accuracy; P V' feeds only this chunk's outputs and takes V' rounded once. */
+ * accuracy; P V' feeds only this chunk's outputs and takes V' rounded once. The state stands
+ * for sig S (head_extra): the decay multiplies sig, and the update adds K^T diag(upd) V' / sig
+ * to S; its hi + lo words are made panel by panel as the update leaves S. */
 static void bf16_state(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_chunk_record *rec,
                        float *S, int64_t c0, int64_t nc, float *O, float *scratch)
 {
     const int64_t Cp = g->Cp, Kp = g->Kp, Vp = g->Vp;
     const int64_t ldv = vnni_stride(nc);
-    uint32_t *Sh = (uint32_t *)scratch, *Sl = Sh + Kp / 2 * ldv;
-    uint32_t *Xh = Sl + Kp / 2 * ldv, *Xl = Xh + Cp / 2 * ldv; /* R, then diag(upd) V' */
-    uint32_t *Vw = Xl + Cp / 2 * ldv;                           /* V' rounded */
+    const head_extra e = extra_of(g, S);
+    const float sig = e.sig[c0], next = sig * *rec->decay;
+    const bool lazy = lazy_scale_ok(next);
+    const uint32_t *Sh = e.hi + c0, *Sl = e.lo + c0;
+    uint32_t *Xh = (uint32_t *)scratch, *Xl = Xh + Cp / 2 * ldv; /* R, then diag(upd) V' */
+    uint32_t *Vw = Xl + Cp / 2 * ldv;                            /* V' rounded */
     const uint16_t *K16 = (const uint16_t *)keys->K, *Q16 = (const uint16_t *)keys->Q;
     const uint16_t *P16 = (const uint16_t *)rec->P, *KT16 = (const uint16_t *)keys->KT;
     const uint16_t *Th = (const uint16_t *)rec->T, *Tl = Th + Cp * Cp;
@@ -304,23 +369,29 @@ static void bf16_state(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_
     S += c0;
     O += c0;
     products_begin();
-    state_to_vnni(S, Vp, Kp, nc, *rec->decay, Sh, Sl, ldv);
-    const bf16_term ks = {K16, Kp, {Sh, Sl}, 2, ldv, Kp};
+    const bf16_term ks = {K16, Kp, {Sh, Sl}, 2, e.ldv, Kp};
     bf16_gemm(Cp, nc, &ks, 1, NULL, 0, O, Vp, 0); /* K S, in O until O is made */
-    residual_to_vnni(U, O, Vp, Cp, nc, beta, res, Xh, Xl, ldv);
+    residual_to_vnni(U, O, Vp, Cp, nc, beta, res, sig, Xh, Xl, ldv);
     const bf16_term tr[2] = {{Th, Cp, {Xh, Xl}, 2, ldv, Cp}, {Tl, Cp, {Xh, NULL}, 1, ldv, Cp}};
     bf16_gemm(Cp, nc, tr, 2, NULL, 0, U, Vp, A_LOWER); /* V' = T R */
-    const bf16_term qs = {Q16, Kp, {Sh, Sl}, 2, ldv, Kp};
+    const bf16_term qs = {Q16, Kp, {Sh, Sl}, 2, e.ldv, Kp};
     bf16_gemm(Cp, nc, &qs, 1, NULL, 0, O, Vp, 0);
-    finish_values(U, O, Vp, Cp, nc, out, upd, Vw, Xh, Xl, ldv);
+    finish_values(U, O, Vp, Cp, nc, out, sig, upd, lazy ? 1.0f / next : 1.0f, Vw, Xh, Xl, ldv);
     const bf16_term pv = {P16, Cp, {Vw, NULL}, 1, ldv, Cp};
     bf16_gemm(Cp, nc, &pv, 1, O, Vp, O, Vp, A_LOWER); /* O = diag(out) Q S + P V' */
-    const bf16_term kv = {KT16, Cp, {Xh, Xl}, 2, ldv, Cp};
-    bf16_gemm(Kp, nc, &kv, 1, S, Vp, S, Vp, 0); /* S = decay S + K^T diag(upd) V' */
+    if (!lazy)
+        scale_block(S, Vp, Kp, nc, next);
+    for (int64_t j = 0; j < nc; j += 32) { /* S += K^T diag(upd) V' / sig, then its words */
+        const bf16_term kv = {KT16, Cp, {Xh + j, Xl + j}, 2, ldv, Cp};
+        bf16_gemm(Kp, 32, &kv, 1, S + j, Vp, S + j, Vp, 0);
+        state_words(S + j, Vp, Kp, 32, e.hi + c0 + j, e.lo + c0 + j, e.ldv);
+    }
     products_end();
+    for (int64_t j = c0; j < c0 + nc; j++)
+        e.sig[j] = lazy ? next : 1.0f;
 }
 
 /* chunk 64: the products are cheap next to the per-chunk f32 work on the state (on AMX) */
 static const cpu_chunk_kernels bf16_kernels = {
     32, 64, true, false, true, load_row, store_row, bf16_scratch_floats, bf16_prep_keys,
-    bf16_prep, bf16_state};
+    bf16_prep, bf16_state, bf16_state_extra_floats, bf16_state_begin, bf16_state_end};
