@@ -68,11 +68,109 @@ static void inverse_rows(const float *A, float *Tinv, int64_t n, int64_t i)
         t[n + i + 1] = 1.0f;
 }
 
-/* Tinv = (I + A)^-1 for strictly lower A [n, n], two rows at a time. */
+/* Cout[MR, NR] = diag(cs) Cin + A[MR, depth] B[depth, NR], row r's factor cs[r * cs_step]
+ * (cs_step 0: one factor for all rows; no Cin term when Cin is NULL). Cout may be Cin: the tile
+ * reads all of Cin before it writes. */
+static inline void tile(int64_t depth, const float *A, int64_t lda, const float *B, int64_t ldb,
+                        const float *Cin, int64_t ldi, const float *cs, int64_t cs_step,
+                        float *Cout, int64_t ldo)
+{
+    vf acc[MR][NV];
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; r++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++)
+            acc[r][v] = Cin ? vsplat(cs[r * cs_step]) * vload(Cin + r * ldi + v * LANES) : (vf){0};
+    for (int64_t p = 0; p < depth; p++) {
+        vf b[NV];
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++)
+            b[v] = vload(B + p * ldb + v * LANES);
+#pragma GCC unroll 16
+        for (int r = 0; r < MR; r++) {
+            const vf a = vsplat(A[r * lda + p]);
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; v++)
+                acc[r][v] += a * b[v];
+        }
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; r++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++)
+            vstore(Cout + r * ldo + v * LANES, acc[r][v]);
+}
+
+/* Rows i, i + 1 (< h) of the inverse of I + A's upper-left diagonal block [h, h] and rows i + h,
+ * i + h + 1 of its lower-right one, in one sweep: inverse_rows' sums for both blocks, whose
+ * trip counts are the same, side by side (each block's sums are a chain of dependent rows;
+ * two blocks' are independent, and the core overlaps them). */
+static void inverse_rows_halves(const float *A, float *Tinv, int64_t n, int64_t h, int64_t i)
+{
+    const float *a = A + i * n, *b = a + n, *e = A + (i + h) * n + h, *f = e + n;
+    const float *T1 = Tinv, *T2 = Tinv + h * n + h; /* the blocks' rows 0 */
+    float *t = Tinv + i * n, *u = Tinv + (i + h) * n + h;
+    for (int64_t c = 0; c < h; c += LANES) {
+        vf s0 = {0}, s1 = {0}, r0 = {0}, r1 = {0}, p0 = {0}, p1 = {0}, q0 = {0}, q1 = {0};
+        int64_t m = c;
+        for (; m + 1 < i; m += 2) {
+            const vf t0 = vload(T1 + m * n + c), t1 = vload(T1 + (m + 1) * n + c);
+            const vf v0 = vload(T2 + m * n + c), v1 = vload(T2 + (m + 1) * n + c);
+            s0 -= vsplat(a[m]) * t0;
+            s1 -= vsplat(a[m + 1]) * t1;
+            r0 -= vsplat(b[m]) * t0;
+            r1 -= vsplat(b[m + 1]) * t1;
+            p0 -= vsplat(e[m]) * v0;
+            p1 -= vsplat(e[m + 1]) * v1;
+            q0 -= vsplat(f[m]) * v0;
+            q1 -= vsplat(f[m + 1]) * v1;
+        }
+        for (; m < i; m++) {
+            const vf tm = vload(T1 + m * n + c), vm = vload(T2 + m * n + c);
+            s0 -= vsplat(a[m]) * tm;
+            r0 -= vsplat(b[m]) * tm;
+            p0 -= vsplat(e[m]) * vm;
+            q0 -= vsplat(f[m]) * vm;
+        }
+        const vi diag = viota((int32_t)c) == ((vi){0} + (int32_t)i);
+        const vf ti = vselect(diag, vsplat(1.0f), s0 + s1);
+        const vf ui = vselect(diag, vsplat(1.0f), p0 + p1);
+        vstore(t + c, ti);
+        vstore(t + n + c, (r0 + r1) - vsplat(b[i]) * ti);
+        vstore(u + c, ui);
+        vstore(u + n + c, (q0 + q1) - vsplat(f[i]) * ui);
+    }
+    t[n + i + 1] = 1.0f;
+    u[n + i + 1] = 1.0f;
+}
+
+/* Tinv = (I + A)^-1 for strictly lower A [n, n], two rows at a time. At n = 2 NR (64 at the
+ * avx512 level, the bf16 kernels' chunk) by halves: both diagonal blocks' inverses by forward
+ * substitution side by side, then the lower-left block T21 = -T22 (A21 T11) by register-tiled
+ * products (a few more multiply-adds than forward substitution, without its chains). */
 static void unit_lower_inverse(const float *A, float *Tinv, int64_t n)
 {
-    for (int64_t i = 0; i < n; i += 2)
-        inverse_rows(A, Tinv, n, i);
+    const int64_t h = NR;
+    if (LANES != 16 || n != 2 * h || h % MR != 0) { /* measured at avx512 only */
+        for (int64_t i = 0; i < n; i += 2)
+            inverse_rows(A, Tinv, n, i);
+        return;
+    }
+    static const float unit = 1.0f;
+    _Alignas(64) float X[NR * NR];
+    for (int64_t i = 0; i < h; i += 2) {
+        inverse_rows_halves(A, Tinv, n, h, i);
+        for (int64_t c = h; c < n; c += LANES) { /* the upper-right block */
+            vstore(Tinv + i * n + c, (vf){0});
+            vstore(Tinv + (i + 1) * n + c, (vf){0});
+        }
+    }
+    for (int64_t r = 0; r < h; r += MR) /* X = -(A21 T11) */
+        tile(h, A + (h + r) * n, n, Tinv, n, NULL, 0, &unit, 0, X + r * h, h);
+    for (int64_t x = 0; x < h * h; x += LANES)
+        vstore(X + x, -vload(X + x));
+    for (int64_t r = 0; r < h; r += MR) /* T21 = T22 X, T22 lower: depth r + MR */
+        tile(r + MR, Tinv + (h + r) * n + h, n, X, h, NULL, 0, &unit, 0, Tinv + (h + r) * n, n);
 }
 
 /* Whether e^(G_i - G_j) may be taken as e^G_i e^-G_j with neither factor out of f32's range:
@@ -288,39 +386,6 @@ static void transpose_words(const uint32_t *X, int64_t rows, int64_t cols, uint3
 #endif
 
 #ifdef CPU_CHUNK_KERNELS /* the f32 kernels (cpu_chunked_bf16_impl.h uses only the helpers above) */
-/* Cout[MR, NR] = diag(cs) Cin + A[MR, depth] B[depth, NR], row r's factor cs[r * cs_step]
- * (cs_step 0: one factor for all rows; no Cin term when Cin is NULL). Cout may be Cin: the tile
- * reads all of Cin before it writes. */
-static inline void tile(int64_t depth, const float *A, int64_t lda, const float *B, int64_t ldb,
-                        const float *Cin, int64_t ldi, const float *cs, int64_t cs_step,
-                        float *Cout, int64_t ldo)
-{
-    vf acc[MR][NV];
-#pragma GCC unroll 16
-    for (int r = 0; r < MR; r++)
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; v++)
-            acc[r][v] = Cin ? vsplat(cs[r * cs_step]) * vload(Cin + r * ldi + v * LANES) : (vf){0};
-    for (int64_t p = 0; p < depth; p++) {
-        vf b[NV];
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; v++)
-            b[v] = vload(B + p * ldb + v * LANES);
-#pragma GCC unroll 16
-        for (int r = 0; r < MR; r++) {
-            const vf a = vsplat(A[r * lda + p]);
-#pragma GCC unroll 4
-            for (int v = 0; v < NV; v++)
-                acc[r][v] += a * b[v];
-        }
-    }
-#pragma GCC unroll 16
-    for (int r = 0; r < MR; r++)
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; v++)
-            vstore(Cout + r * ldo + v * LANES, acc[r][v]);
-}
-
 /* The Cin factors of a gemm: one for every row, or one per row. */
 typedef struct row_scale {
     const float *f;
