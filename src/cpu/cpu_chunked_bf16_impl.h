@@ -379,10 +379,10 @@ static void bf16_state(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_
     finish_values(U, O, Vp, Cp, nc, out, sig, upd, lazy ? 1.0f / next : 1.0f, Vw, Xh, Xl, ldv);
     const bf16_term pv = {P16, Cp, {Vw, NULL}, 1, ldv, Cp};
     bf16_gemm(Cp, nc, &pv, 1, O, Vp, O, Vp, A_LOWER); /* O = diag(out) Q S + P V' */
-    if (!lazy)
-        scale_block(S, Vp, Kp, nc, next);
     for (int64_t j = 0; j < nc; j += 32) { /* S += K^T diag(upd) V' / sig, then its words */
         const bf16_term kv = {KT16, Cp, {Xh + j, Xl + j}, 2, ldv, Cp};
+        if (!lazy) /* the panel then waits in L1 for the update */
+            scale_block(S + j, Vp, Kp, 32, next);
         bf16_gemm(Kp, 32, &kv, 1, S + j, Vp, S + j, Vp, 0);
         state_words(S + j, Vp, Kp, 32, e.hi + c0 + j, e.lo + c0 + j, e.ldv);
     }
