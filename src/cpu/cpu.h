@@ -104,14 +104,15 @@ typedef struct cpu_chunk_inputs {
  * of each area is given first; the bf16 kernels' (cpu_chunked_bf16_impl.h, both product
  * engines) after "bf16:". */
 typedef struct cpu_chunk_record {
-    float *W;               /* [Cp, Kp] -(I + A)^-1 diag(beta e^G) K.  bf16: unused */
-    float *U;               /* [Cp, Vp] (I + A)^-1 diag(beta) V; the state pass turns it into
-                             * V' = U + W S in place (W holds the minus).  bf16: the values V
-                             * (values_in_record), then V' */
+    float *W;               /* [Cp, Kp] K' = -diag(e^G) K.  bf16: unused */
+    float *U;               /* [Cp, Vp] the values V (values_in_record); the state pass turns
+                             * them into V' = (I + A)^-1 diag(beta) (V + K' S).  bf16: the
+                             * same, from the residual formed in f32 */
     float *KT;              /* [Kp, Cp] K^T with column m scaled by e^(G_last - G_m).  bf16:
                              * unused */
     float *P;               /* [Cp, Cp] lower scale q_i.k_j e^(G_i - G_j), j <= i (bf16: bf16) */
-    float *T;               /* [Cp, Cp] bf16 kernels only: (I + A)^-1 as hi and lo bf16 parts */
+    float *T;               /* [Cp, Cp] (I + A)^-1 diag(beta).  bf16: (I + A)^-1 as hi and lo
+                             * bf16 parts */
     float *rows;            /* [4 Cp] per-row factors: f32 kernels scale e^G_i of O's row i
                              * (the queries'), bf16 kernels see bf16_prep */
     float *decay;           /* [1] e^G_last */

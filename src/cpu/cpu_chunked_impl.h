@@ -8,9 +8,10 @@
  * Per chunk (rows i, j, m are tokens; e^(G_i - G_j) <= 1 for j <= i, so no exponent overflows):
  *   prep_keys (once per key head): K^T, K K^T, Q K^T;
  *   prep (per value head): A = strictly lower beta_i k_i.k_j e^(G_i - G_j),  Tinv = (I + A)^-1
- *          (forward substitution), W = -Tinv diag(beta e^G) K, U = Tinv diag(beta) V,
+ *          (forward substitution), Tb = Tinv diag(beta), K' = -diag(e^G) K,
  *          P = lower scale q_i.k_j e^(G_i - G_j), KT = (e^(G_last - G) k)^T;
- *   state: V' = U + W S, O = diag(scale e^G) Q S + P V', S = e^G_last S + KT V'. */
+ *   state: R = V + K' S (the residual v - e^G k S), V' = Tb R, O = diag(scale e^G) Q S + P V',
+ *          S = e^G_last S + KT V'. */
 #include "cpu.h"
 #include "cpu_vec.h"
 
@@ -452,31 +453,28 @@ static void prep_keys(const cpu_chunk_geom *g, cpu_chunk_keys *keys, float *scra
 }
 
 /* The row factors of the chunk ride on its 32 x 32 matrices and on results, not on its 32 x 128
- * rows: U = (Tinv diag(beta)) V, W = (Tinv diag(-beta e^G)) K (the keys are shared with the key
- * head's other value heads and stay as they are), and the queries' factors scale e^G_i wait
- * for the state pass (O = diag(scale e^G) (Q S) + P V'). */
+ * rows where they can: beta on Tb = Tinv diag(beta), the queries' scale e^G_i on O's rows in
+ * the state pass (O = diag(scale e^G) (Q S) + P V'); only the keys' e^G_i make a row-scaled
+ * copy, K' = -diag(e^G) K (the keys are shared with the key head's other value heads). The
+ * values wait in rec->U (values_in_record). */
 static void prep(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_chunk_inputs *in,
                  cpu_chunk_record *rec, float *scratch)
 {
     (void)scratch;
-    const int64_t Cp = g->Cp, Kp = g->Kp, Vp = g->Vp;
-    _Alignas(64) float eg[128], wcol[128], tail[128];
+    const int64_t Cp = g->Cp, Kp = g->Kp;
+    _Alignas(64) float eg[128], tail[128];
     row_decays(in->G, Cp, eg);
     gate_and_mask(g, keys, in, eg, rec->P);
     unit_lower_inverse(in->A, in->Tinv, Cp);
-    for (int64_t i = 0; i < Cp; i += LANES) {
-        vstore(wcol + i, -vload(in->beta + i) * vload(eg + i));
+    for (int64_t i = 0; i < Cp; i += LANES)
         vstore(rec->rows + i, vsplat(g->scale) * vload(eg + i));
+    for (int64_t i = 0; i < Cp; i++) {
+        for (int64_t m = 0; m < Cp; m += LANES)
+            vstore(rec->T + i * Cp + m, vload(in->beta + m) * vload(in->Tinv + i * Cp + m));
+        const vf f = vsplat(-eg[i]);
+        for (int64_t x = 0; x < Kp; x += LANES)
+            vstore(rec->W + i * Kp + x, f * vload(keys->K + i * Kp + x));
     }
-    float *Tb = in->A; /* A is spent once inverted */
-    for (int64_t i = 0; i < Cp; i++)
-        for (int64_t m = 0; m < Cp; m += LANES) {
-            const vf t = vload(in->Tinv + i * Cp + m);
-            vstore(Tb + i * Cp + m, vload(in->beta + m) * t);
-            vstore(in->Tinv + i * Cp + m, vload(wcol + m) * t);
-        }
-    gemm(Cp, Vp, Cp, Tb, Cp, in->Vc, Vp, NULL, 0, unscaled, rec->U, Vp, true, rec->pump);
-    gemm(Cp, Kp, Cp, in->Tinv, Cp, keys->K, Kp, NULL, 0, unscaled, rec->W, Kp, true, rec->pump);
     decay_to_end(in->G, Cp, tail);
     for (int64_t x = 0; x < Kp; x++)
         for (int64_t m = 0; m < Cp; m += LANES)
@@ -494,7 +492,9 @@ static void state(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_chunk
     S += c0;
     O += c0;
     cpu_pump *pump = rec->pump;
-    gemm(Cp, nc, Kp, rec->W, Kp, S, Vp, U, Vp, unscaled, U, Vp, false, pump);  /* V' = U + W S */
+    /* R = V + K' S in O until O is made, then V' = Tb R in U (over the values) */
+    gemm(Cp, nc, Kp, rec->W, Kp, S, Vp, U, Vp, unscaled, O, Vp, false, pump);
+    gemm(Cp, nc, Cp, rec->T, Cp, O, Vp, NULL, 0, unscaled, U, Vp, true, pump);
     gemm(Cp, nc, Kp, keys->Q, Kp, S, Vp, NULL, 0, unscaled, O, Vp, false, pump); /* O = Q S, */
     /* then O = diag(scale e^G) O + P V' */
     gemm(Cp, nc, Cp, rec->P, Cp, U, Vp, O, Vp, qs, O, Vp, true, pump);
@@ -504,6 +504,6 @@ static void state(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_chunk
 /* chunk 32: no tile shape to fill, and 32 costs fewer multiply-adds per token than 64 (the C^2
  * terms halve while the state's 3 K V stay; docs/PERFORMANCE.md has the measurement) */
 const cpu_chunk_kernels CPU_CHUNK_KERNELS = {
-    NR,   32,   false, true, false, load_row, store_row, NULL, prep_keys, prep, state,
+    NR,   32,   false, true, true, load_row, store_row, NULL, prep_keys, prep, state,
     NULL, NULL, NULL};
 #endif
