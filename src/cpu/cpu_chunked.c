@@ -376,9 +376,9 @@ typedef struct group_pump {
     const seq_head *s;
     const float *O;           /* chunk oc's outputs, per heads; pieces onext of ototal stored */
     int64_t oc, onext, ototal, out_lines;
-    const char *row0[3 * MAX_PER]; /* the rows to prefetch: row i of stream x at */
-    int64_t pitch[3 * MAX_PER];    /* row0[x] + i pitch[x], */
-    int64_t lines[3 * MAX_PER];    /* lines[x] lines a row */
+    const char *row0[3 * MAX_PER + 2]; /* the rows to prefetch: row i of stream x at */
+    int64_t pitch[3 * MAX_PER + 2];    /* row0[x] + i pitch[x], */
+    int64_t lines[3 * MAX_PER + 2];    /* lines[x] lines a row */
     int64_t streams, prow, pstream, pline, pleft; /* the cursor, and the lines left */
     int64_t budget, steps;
 } group_pump;
@@ -459,6 +459,9 @@ static void pump_refill(group_pump *gp, int64_t oc, const float *O, int64_t pc)
             }
             pump_add_stream(gp, &a->v, s, c0, s->hv, j->g.V);
         }
+        if (a->g.data) /* the gates: the group's heads share a line of each token's row */
+            pump_add_stream(gp, &a->g, s0, c0, s0->hv, 1);
+        pump_add_stream(gp, &a->beta, s0, c0, s0->hv, 1);
         for (int64_t x = 0; x < gp->streams; x++)
             gp->pleft += rows * gp->lines[x];
     }
