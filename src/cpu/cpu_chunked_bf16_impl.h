@@ -340,8 +340,9 @@ static void finish_values(const float *Vd, float *O, int64_t ld, int64_t rows, i
 }
 
 /* The lazy scale stays within [2^-60, 2^60]: the update's operand is then at most 2^60 times its
- * own size, far inside f32's range; past it the state is rescaled in place (the chunk's decay
- * applied to S eagerly, as a decay of 0 or of more than e^41 a chunk needs). */
+ * own size, far inside f32's range. A chunk that would take it past that rescales S in place
+ * instead (S times sig times the chunk's decay, and sig back to 1): every few chunks at steady
+ * decays, and at once for a chunk whose own decay is 0 or below 2^-60. */
 static bool lazy_scale_ok(float x) { return x >= 0x1p-60f && x <= 0x1p60f; }
 
 /* V' = T R with R = diag(beta) V + diag(res) K S, O = diag(out) Q S + P V',
