@@ -92,11 +92,9 @@ typedef struct cpu_chunk_keys {
 /* One value head's share of a chunk, filled by the driver (rows >= L zero, beta 0, G held at
  * G[L-1]) and then worked in place by the prep kernel. */
 typedef struct cpu_chunk_inputs {
-    float *Vc;              /* [Cp, Vp] values */
-    float *A;               /* [Cp, Cp] scratch: strictly lower beta_i k_i.k_j e^(G_i - G_j)
-                             * (f32 kernels: then (I + A)^-1 diag(beta)) */
-    float *Tinv;            /* [Cp, Cp] scratch: (I + A)^-1 (f32 kernels: then
-                             * (I + A)^-1 diag(-beta e^G)) */
+    float *Vc;              /* [Cp, Vp] values (values_in_record kernels: the record's U) */
+    float *A;               /* [Cp, Cp] scratch: strictly lower beta_i k_i.k_j e^(G_i - G_j) */
+    float *Tinv;            /* [Cp, Cp] scratch: (I + A)^-1 */
     float *G, *beta;        /* [Cp] cumulative log-decay within the chunk, write strength */
 } cpu_chunk_inputs;
 
