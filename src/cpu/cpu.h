@@ -92,7 +92,7 @@ typedef struct cpu_chunk_keys {
 /* One value head's share of a chunk, filled by the driver (rows >= L zero, beta 0, G held at
  * G[L-1]) and then worked in place by the prep kernel. */
 typedef struct cpu_chunk_inputs {
-    float *Vc;              /* [Cp, Vp] values (values_in_record kernels: the record's U) */
+    float *Vc;              /* [Cp, Vp] values: the record's U, where the state pass reads them */
     float *A;               /* [Cp, Cp] scratch: strictly lower beta_i k_i.k_j e^(G_i - G_j) */
     float *Tinv;            /* [Cp, Cp] scratch: (I + A)^-1 */
     float *G, *beta;        /* [Cp] cumulative log-decay within the chunk, write strength */
@@ -103,7 +103,7 @@ typedef struct cpu_chunk_inputs {
  * engines) after "bf16:". */
 typedef struct cpu_chunk_record {
     float *W;               /* [Cp, Kp] K' = -diag(e^G) K.  bf16: unused */
-    float *U;               /* [Cp, Vp] the values V (values_in_record); the state pass turns
+    float *U;               /* [Cp, Vp] the values V (in->Vc points here); the state pass turns
                              * them into V' = (I + A)^-1 diag(beta) (V + K' S).  bf16: the
                              * same, from the residual formed in f32 */
     float *KT;              /* [Kp, Cp] K^T with column m scaled by e^(G_last - G_m).  bf16:
@@ -129,8 +129,6 @@ typedef struct cpu_chunk_kernels {
                              * driver moves its traffic in bursts (AMX tiles measured 12%
                              * slower with the pump's lines among them while bf16 rows were
                              * plain stores, and no faster once they streamed) */
-    bool values_in_record;  /* takes the chunk's values in rec->U: the driver points in->Vc
-                             * there (else it is the inputs' own area) */
     /* cpu_load_f32 and cpu_store_f32 compiled for the level (the driver's own build is the
      * baseline ISA, and bf16 rows convert 4 lanes at a time there); store_row writes f32 rows
      * (and bf16 ones at avx512) with streaming stores, which the driver orders with an sfence

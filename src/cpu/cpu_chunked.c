@@ -65,7 +65,7 @@ static size_t keys_floats(const cpu_chunk_geom *g)
 
 static size_t inputs_floats(const cpu_chunk_geom *g)
 {
-    return floats(g->Cp * g->Vp) + 2 * floats(g->Cp * g->Cp) + 2 * floats(g->Cp);
+    return 2 * floats(g->Cp * g->Cp) + 2 * floats(g->Cp);
 }
 
 static size_t record_floats(const cpu_chunk_geom *g)
@@ -110,7 +110,7 @@ static cpu_chunk_keys carve_keys(float **cur, const cpu_chunk_geom *g)
 static cpu_chunk_inputs carve_inputs(float **cur, const cpu_chunk_geom *g)
 {
     cpu_chunk_inputs in;
-    in.Vc = carve(cur, g->Cp * g->Vp);
+    in.Vc = NULL; /* the record's U, set by the driver */
     in.A = carve(cur, g->Cp * g->Cp);
     in.Tinv = carve(cur, g->Cp * g->Cp);
     in.G = carve(cur, g->Cp);
@@ -485,8 +485,7 @@ static void fused_task(void *arg, int64_t grp, int worker)
     float *scratch = carve(&cur, (int64_t)scratch_floats(j->k, &j->g));
     cpu_chunk_keys keys = carve_keys(&cur, &j->g);
     cpu_chunk_record rec = carve_record(&cur, &j->g);
-    if (j->k->values_in_record)
-        in.Vc = rec.U;
+    in.Vc = rec.U;
     const size_t outs = (size_t)j->per * out_floats(&j->g);
     const bool pumped = j->k->pumped; /* two chunks' outputs, else one */
     float *Obuf[2] = {cur, pumped ? cur + outs : cur}, *S = cur + (pumped ? 2 : 1) * outs;
@@ -577,8 +576,7 @@ static void split_prep_task(void *arg, int64_t unit, int worker)
         const int64_t hv = group_head(j, grp, r);
         const seq_head s = seq_head_of(j, n, hv);
         cpu_chunk_record rec = window_record(j, n * j->p->HV + hv, c - j->first);
-        if (j->k->values_in_record)
-            in.Vc = rec.U;
+        in.Vc = rec.U;
         load_values(j, &s, c, &in);
         j->k->prep(&j->g, &keys, &in, &rec, scratch);
     }

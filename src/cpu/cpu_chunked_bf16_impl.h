@@ -262,7 +262,7 @@ static void bf16_prep_keys(const cpu_chunk_geom *g, cpu_chunk_keys *keys, float 
     transpose_words(Kw, Cp / 2, Kp, (uint32_t *)keys->KT);
 }
 
-/* Record areas (cpu.h): U holds the values as loaded (values_in_record), P the gated masked q.k
+/* Record areas (cpu.h): U holds the values as loaded, P the gated masked q.k
  * as bf16, T = (I + A)^-1 as hi then lo bf16, and rows four per-row factors: -beta_i e^G_i /
  * ||k_i|| (the residual's), scale e^G_i / ||q_i|| (the output's), e^(G_last - G_m) / ||k_m||
  * (the state update's) and beta_i (the values'). Every operand that is rounded to bf16 is either
@@ -394,5 +394,5 @@ static void bf16_state(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_
 
 /* chunk 64: the products are cheap next to the per-chunk f32 work on the state (on AMX) */
 static const cpu_chunk_kernels bf16_kernels = {
-    32, 64, true, false, true, load_row, store_row, bf16_scratch_floats, bf16_prep_keys,
+    32, 64, true, false, load_row, store_row, bf16_scratch_floats, bf16_prep_keys,
     bf16_prep, bf16_state, bf16_state_extra_floats, bf16_state_begin, bf16_state_end};

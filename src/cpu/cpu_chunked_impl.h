@@ -456,7 +456,7 @@ static void prep_keys(const cpu_chunk_geom *g, cpu_chunk_keys *keys, float *scra
  * rows where they can: beta on Tb = Tinv diag(beta), the queries' scale e^G_i on O's rows in
  * the state pass (O = diag(scale e^G) (Q S) + P V'); only the keys' e^G_i make a row-scaled
  * copy, K' = -diag(e^G) K (the keys are shared with the key head's other value heads). The
- * values wait in rec->U (values_in_record). */
+ * values wait in rec->U. */
 static void prep(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_chunk_inputs *in,
                  cpu_chunk_record *rec, float *scratch)
 {
@@ -504,6 +504,6 @@ static void state(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_chunk
 /* chunk 32: no tile shape to fill, and 32 costs fewer multiply-adds per token than 64 (the C^2
  * terms halve while the state's 3 K V stay; docs/PERFORMANCE.md has the measurement) */
 const cpu_chunk_kernels CPU_CHUNK_KERNELS = {
-    NR,   32,   false, true, true, load_row, store_row, NULL, prep_keys, prep, state,
+    NR,   32,   false, true, load_row, store_row, NULL, prep_keys, prep, state,
     NULL, NULL, NULL};
 #endif
