@@ -142,9 +142,9 @@ typedef struct cpu_chunk_kernels {
     /* keys, in -> rec: everything of one value head that does not depend on the state */
     void (*prep)(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_chunk_inputs *in,
                  cpu_chunk_record *rec, float *scratch);
-    /* Columns [c0, c0 + nc) of the state S [Kp, Vp] (c0, nc multiples of pad): V', the output
-     * O [Cp, Vp] = diag(scale e^G) Q S + P V' and S = decay S + KT V' (V' = U + W S in the f32
-     * kernels, the residual's T R in the bf16 ones). */
+    /* Columns [c0, c0 + nc) of the state S [Kp, Vp] (c0, nc multiples of pad): V' (from the
+     * residual V - e^G K S: (I + A)^-1 diag(beta) R), the output O [Cp, Vp] =
+     * diag(scale e^G) Q S + P V' and S = decay S + KT V'. */
     void (*state)(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_chunk_record *rec,
                   float *S, int64_t c0, int64_t nc, float *O, float *scratch);
     /* What a head's state carries beside S (NULL: nothing): state_extra_floats floats right

@@ -459,7 +459,8 @@ static void pump_refill(group_pump *gp, int64_t oc, const float *O, int64_t pc)
             }
             pump_add_stream(gp, &a->v, s, c0, s->hv, j->g.V);
         }
-        if (a->g.data) /* the gates: the group's heads share a line of each token's row */
+        if (a->g.data) /* the gates: one line a token, at the group's first head (with few
+                        * heads, the whole row) */
             pump_add_stream(gp, &a->g, s0, c0, s0->hv, 1);
         pump_add_stream(gp, &a->beta, s0, c0, s0->hv, 1);
         for (int64_t x = 0; x < gp->streams; x++)

@@ -70,8 +70,8 @@ static void inverse_rows(const float *A, float *Tinv, int64_t n, int64_t i)
 }
 
 /* Cout[MR, NR] = diag(cs) Cin + A[MR, depth] B[depth, NR], row r's factor cs[r * cs_step]
- * (cs_step 0: one factor for all rows; no Cin term when Cin is NULL). Cout may be Cin: the tile
- * reads all of Cin before it writes. */
+ * (cs_step 0: one factor for all rows; no Cin term, and cs unread, when Cin is NULL). Cout may
+ * be Cin: the tile reads all of Cin before it writes. */
 static inline void tile(int64_t depth, const float *A, int64_t lda, const float *B, int64_t ldb,
                         const float *Cin, int64_t ldi, const float *cs, int64_t cs_step,
                         float *Cout, int64_t ldo)
@@ -157,7 +157,6 @@ static void unit_lower_inverse(const float *A, float *Tinv, int64_t n)
             inverse_rows(A, Tinv, n, i);
         return;
     }
-    static const float unit = 1.0f;
     _Alignas(64) float X[NR * NR];
     for (int64_t i = 0; i < h; i += 2) {
         inverse_rows_halves(A, Tinv, n, h, i);
@@ -167,11 +166,11 @@ static void unit_lower_inverse(const float *A, float *Tinv, int64_t n)
         }
     }
     for (int64_t r = 0; r < h; r += MR) /* X = -(A21 T11) */
-        tile(h, A + (h + r) * n, n, Tinv, n, NULL, 0, &unit, 0, X + r * h, h);
+        tile(h, A + (h + r) * n, n, Tinv, n, NULL, 0, NULL, 0, X + r * h, h);
     for (int64_t x = 0; x < h * h; x += LANES)
         vstore(X + x, -vload(X + x));
     for (int64_t r = 0; r < h; r += MR) /* T21 = T22 X, T22 lower: depth r + MR */
-        tile(r + MR, Tinv + (h + r) * n + h, n, X, h, NULL, 0, &unit, 0, Tinv + (h + r) * n, n);
+        tile(r + MR, Tinv + (h + r) * n + h, n, X, h, NULL, 0, NULL, 0, Tinv + (h + r) * n, n);
 }
 
 /* Whether e^(G_i - G_j) may be taken as e^G_i e^-G_j with neither factor out of f32's range:
