@@ -144,6 +144,53 @@ double dev_copy_gbps(void *stream, size_t bytes)
     return 2.0 * (double)bytes / (ms * 1e6);
 }
 
+// A plain streaming copy kernel: each thread moves four 16-byte words, all four loads before
+// the stores, so a block keeps 16 KiB in flight.
+__global__ void copy_words(const uint4 *src, uint4 *dst, size_t n)
+{
+    const size_t i = (size_t)blockIdx.x * blockDim.x * 4 + threadIdx.x;
+    uint4 w[4];
+#pragma unroll
+    for (int u = 0; u < 4; u++)
+        if (i + u * blockDim.x < n)
+            w[u] = src[i + u * blockDim.x];
+#pragma unroll
+    for (int u = 0; u < 4; u++)
+        if (i + u * blockDim.x < n)
+            dst[i + u * blockDim.x] = w[u];
+}
+
+struct rotating_copy {
+    unsigned char *dst, *src;
+    size_t bytes, slots, next;
+    cudaStream_t s;
+};
+
+static void rotating_copy_once(void *p)
+{
+    rotating_copy *j = static_cast<rotating_copy *>(p);
+    const size_t at = (j->next++ % j->slots) * j->bytes, words = j->bytes / 16;
+    const unsigned blocks = (unsigned)((words + 1023) / 1024);
+    copy_words<<<blocks, 256, 0, j->s>>>(reinterpret_cast<const uint4 *>(j->src + at),
+                                         reinterpret_cast<uint4 *>(j->dst + at), words);
+}
+
+double dev_copy_like_gbps(void *stream, size_t bytes, size_t span)
+{
+    rotating_copy j;
+    j.bytes = bytes / 16 * 16;
+    j.slots = (span + j.bytes - 1) / j.bytes;
+    j.next = 0;
+    j.s = static_cast<cudaStream_t>(stream);
+    j.src = static_cast<unsigned char *>(dev_alloc(j.slots * j.bytes));
+    j.dst = static_cast<unsigned char *>(dev_alloc(j.slots * j.bytes));
+    cudaMemset(j.src, 1, j.slots * j.bytes);
+    double ms = dev_time_ms(stream, rotating_copy_once, &j, 20, true);
+    dev_free(j.dst);
+    dev_free(j.src);
+    return 2.0 * (double)j.bytes / (ms * 1e6);
+}
+
 void dev_name(char *buf, size_t n)
 {
     cudaDeviceProp p;

@@ -27,4 +27,9 @@ double dev_time_ms(void *st, void (*fn)(void *), void *arg, int iters, bool grap
 }
 bool dev_graph_run(void *st, void (*fn)(void *), void *arg) { (void)st, (void)fn, (void)arg; return false; }
 double dev_copy_gbps(void *st, size_t bytes) { (void)st, (void)bytes; return 0.0; }
+double dev_copy_like_gbps(void *st, size_t bytes, size_t span)
+{
+    (void)st, (void)bytes, (void)span;
+    return 0.0;
+}
 void dev_name(char *buf, size_t n) { if (n) buf[0] = '\0'; }

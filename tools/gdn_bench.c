@@ -8,7 +8,10 @@
  * a different group of pool slots, so the timed state never sits in L2 (the pool spans at least
  * 256 MiB, several times the L2), the steps are captured into one CUDA graph, and the device
  * time per step comes from events; a device-to-device copy measured in the same run gives
- * bw_fraction. Host backends are timed with the wall clock.
+ * bw_fraction (1 GiB cudaMemcpyAsync copies, eager), and a plain copy kernel moving each row's
+ * own state bytes, timed the same way as the row (20 in a graph, cycling through 256 MiB), gives
+ * vs_copy_like: how close the step comes to a copy of its bytes, launch and ramp included. Host backends are timed with the wall
+ * clock.
  *
  * Prefill rows (CUDA): one sequence of T tokens, bf16 q/k/v/out, f32 gates, an f32 initial state
  * read from and the final state written to a one-slot pool, q/k L2 norm in the kernel, the
@@ -49,6 +52,7 @@ typedef struct bench_row {
     double ms;          /* device time per step (graph replay on CUDA) */
     double eager_ms;    /* per step when launched one by one from the host (CUDA only) */
     double state_gb_s;
+    double copy_like_gb_s; /* copies of the step's state bytes, timed the same way (CUDA) */
 } bench_row;
 
 static gdn_tensor host_rand(rng *r, gdn_dtype dt, int ndim, const int64_t *shape, double lo,
@@ -123,6 +127,8 @@ static int bench_decode(gdn_context *ctx, bool device, void *stream, int64_t B,
     }
     row->B = B;
     row->state_gb_s = 2.0 * (double)(B * per_seq) / (row->ms * 1e6);
+    if (device && !rc)
+        row->copy_like_gb_s = dev_copy_like_gbps(stream, (size_t)(B * per_seq), (size_t)256 << 20);
     unstage(&st);
     if (device)
         dev_free(pool.data);
@@ -303,20 +309,24 @@ int cmd_bench(int argc, char **argv)
         fprintf(jf, "[");
         for (int i = 0; i < 4 && do_decode; i++) {
             const bench_row *w = &rows[i];
-            char frac[32] = "null"; /* bandwidth fraction: only where a copy was measured */
-            if (device)
+            /* bandwidth fractions: only where copies were measured */
+            char frac[32] = "null", like[32] = "null", like_frac[32] = "null";
+            if (device) {
                 snprintf(frac, sizeof frac, "%.4f", w->state_gb_s / copy);
+                snprintf(like, sizeof like, "%.1f", w->copy_like_gb_s);
+                snprintf(like_frac, sizeof like_frac, "%.4f", w->state_gb_s / w->copy_like_gb_s);
+            }
             fprintf(jf, "%s{\"op\": \"decode\", \"backend\": \"%s\", \"dtype\": \"bf16\", "
                         "\"state_dtype\": \"f32\", \"state_layout\": \"%s\", \"B\": %lld, \"T\": 1, \"H\": %d, \"HV\": %d, "
                         "\"K\": %d, \"V\": %d, \"threads\": %d, \"ms\": %.6f, \"device_us\": "
                         "%.3f, \"eager_us\": %.3f, \"tokens_per_s\": %.1f, \"state_gb_s\": %.1f, \"copy_gb_s\": %.1f, "
-                        "\"bw_fraction\": %s, \"peak_fraction\": %s, \"vs_baseline\": null, "
-                        "\"device\": \"%s\"}",
+                        "\"bw_fraction\": %s, \"copy_like_gb_s\": %s, \"vs_copy_like\": %s, "
+                        "\"peak_fraction\": %s, \"vs_baseline\": null, \"device\": \"%s\"}",
                     i ? ",\n " : "", gdn_backend_name(be), layout == GDN_STATE_KV ? "kv" : "vk",
                     (long long)w->B, H, HV, DK, DV,
                     gdn_context_num_threads(ctx), w->ms, 1e3 * w->ms, 1e3 * w->eager_ms,
                     w->B / (w->ms * 1e-3),
-                    w->state_gb_s, copy, frac, frac, devname);
+                    w->state_gb_s, copy, frac, like, like_frac, frac, devname);
         }
         if (device && do_prefill)
             print_prefill_json(jf, prows, ctx, devname, do_decode);
@@ -330,12 +340,14 @@ int cmd_bench(int argc, char **argv)
                device ? ", " : "", devname);
         if (device)
             printf("device-to-device copy: %.0f GB/s (read + write)\n", copy);
-        printf("%6s %12s %12s %14s %12s %12s\n", "B", "us/step", "eager us", "tokens/s",
-               "state GB/s", "bw_fraction");
+        printf("%6s %12s %12s %14s %12s %12s %15s %13s\n", "B", "us/step", "eager us",
+               "tokens/s", "state GB/s", "bw_fraction", "copy-like GB/s", "vs copy-like");
         for (int i = 0; i < 4; i++)
-            printf("%6lld %12.2f %12.2f %14.0f %12.1f %12.3f\n", (long long)rows[i].B,
+            printf("%6lld %12.2f %12.2f %14.0f %12.1f %12.3f %15.1f %13.3f\n", (long long)rows[i].B,
                    1e3 * rows[i].ms, 1e3 * rows[i].eager_ms, rows[i].B / (rows[i].ms * 1e-3),
-                   rows[i].state_gb_s, device ? rows[i].state_gb_s / copy : 0.0);
+                   rows[i].state_gb_s, device ? rows[i].state_gb_s / copy : 0.0,
+                   rows[i].copy_like_gb_s,
+                   device ? rows[i].state_gb_s / rows[i].copy_like_gb_s : 0.0);
     }
     if (!o.json && do_prefill) {
         if (device) {
