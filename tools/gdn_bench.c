@@ -10,8 +10,8 @@
  * time per step comes from events; a device-to-device copy measured in the same run gives
  * bw_fraction (1 GiB cudaMemcpyAsync copies, eager), and a plain copy kernel moving each row's
  * own state bytes, timed the same way as the row (20 in a graph, cycling through 256 MiB), gives
- * vs_copy_like: how close the step comes to a copy of its bytes, launch and ramp included. Host backends are timed with the wall
- * clock.
+ * vs_copy_like: how close the step comes to a copy of its bytes, launch and ramp included. Host
+ * backends are timed with the wall clock.
  *
  * Prefill rows (CUDA): one sequence of T tokens, bf16 q/k/v/out, f32 gates, an f32 initial state
  * read from and the final state written to a one-slot pool, q/k L2 norm in the kernel, the
