@@ -150,6 +150,7 @@ typedef struct chunk_job {
                              * scratch, keys, record, the outputs O (two chunks' when the kernels
                              * are pumped) and the states of per heads (fused) */
     size_t per_worker;
+    size_t state_size;      /* floats of one head's state (state_floats) */
     float *states;          /* split: one state per task */
     float *keys;            /* split: window keys per group */
     float *records;         /* split: window records per task */
@@ -496,7 +497,7 @@ static void fused_task(void *arg, int64_t grp, int worker)
     gp.out_lines = row_lines(gdn_dtype_size(j->p->a.out.dtype), j->g.V);
     keys.pump = rec.pump = pumped ? &gp.base : NULL;
     for (int64_t r = 0; r < j->per; r++)
-        state_load(j, &s[r], S + r * state_floats(j->k, &j->g));
+        state_load(j, &s[r], S + r * j->state_size);
     pump_refill(&gp, 0, NULL, 0); /* chunk 0's rows at once, chunk 1's over chunk 0 */
     gp.steps = 64 * j->per;          /* a guess at chunk 0's steps */
     pump_refill(&gp, 0, NULL, 1);
@@ -511,7 +512,7 @@ static void fused_task(void *arg, int64_t grp, int worker)
             if (r == 0 && !pumped)
                 pump_lines(&gp, INT64_MAX); /* in a burst, as the chunk starts */
             j->k->prep(&j->g, &keys, &in, &rec, scratch);
-            j->k->state(&j->g, &keys, &rec, S + r * state_floats(j->k, &j->g), 0, j->g.Vp,
+            j->k->state(&j->g, &keys, &rec, S + r * j->state_size, 0, j->g.Vp,
                         O + r * out_floats(&j->g), scratch);
         }
         pump_refill(&gp, c, O, c + 2);
@@ -519,12 +520,12 @@ static void fused_task(void *arg, int64_t grp, int worker)
     pump_lines(&gp, INT64_MAX); /* the last chunk's stores */
     store_fence();
     for (int64_t r = 0; r < j->per; r++)
-        state_store(j, &s[r], S + r * state_floats(j->k, &j->g));
+        state_store(j, &s[r], S + r * j->state_size);
 }
 
 static float *task_state(const chunk_job *j, int64_t task)
 {
-    return j->states + (size_t)task * state_floats(j->k, &j->g);
+    return j->states + (size_t)task * j->state_size;
 }
 
 static cpu_chunk_keys window_keys(const chunk_job *j, int64_t grp, int64_t c)
@@ -619,6 +620,7 @@ static chunk_job job_of(const cpu_backend_state *st, const gdn_delta_rule_proble
     j.p = p;
     j.k = kernels_for(st, p);
     j.g = geom_of(j.k, p);
+    j.state_size = state_floats(j.k, &j.g);
     j.tasks = p->seqs.count * p->HV;
     const int64_t threads = cpu_pool_threads(st->pool);
     /* Fused: whole key heads per group where that leaves no thread idle, and then as many key
@@ -632,7 +634,7 @@ static chunk_job job_of(const cpu_backend_state *st, const gdn_delta_rule_proble
     j.split = !fused_fits(N * p->H * (p->ratio / j.vper), threads);
     if (j.split && fused_fits(j.tasks, threads))
         j.vper = 1, j.split = false;
-    const size_t state_bytes = state_floats(j.k, &j.g) * sizeof(float);
+    const size_t state_bytes = j.state_size * sizeof(float);
     for (int64_t kp = 2; !j.split && kp * j.vper <= MAX_PER &&
                          (size_t)(kp * j.vper) * state_bytes <= GROUP_STATE_BYTES; kp++)
         if (p->H % kp == 0 && fused_fits(N * p->H / kp * (p->ratio / j.vper), threads))
@@ -648,8 +650,7 @@ static chunk_job job_of(const cpu_backend_state *st, const gdn_delta_rule_proble
     } else {
         j.per_worker = inputs_floats(&j.g) + scratch_floats(j.k, &j.g) + keys_floats(&j.g) +
                        record_floats(&j.g) +
-                       (size_t)j.per * ((j.k->pumped ? 2 : 1) * out_floats(&j.g) +
-                                        state_floats(j.k, &j.g));
+                       (size_t)j.per * ((j.k->pumped ? 2 : 1) * out_floats(&j.g) + j.state_size);
     }
     return j;
 }
@@ -671,7 +672,7 @@ size_t cpu_chunked_workspace(const cpu_backend_state *s, const gdn_delta_rule_pr
     size_t n = (size_t)cpu_pool_threads(s->pool) * j.per_worker;
     if (j.split)
         n += (size_t)j.tasks *
-                 (state_floats(j.k, &j.g) + (size_t)j.window * record_floats(&j.g)) +
+                 (j.state_size + (size_t)j.window * record_floats(&j.g)) +
              (size_t)j.groups * (size_t)j.window * keys_floats(&j.g);
     return n * sizeof(float) + 64; /* + alignment of the base */
 }
@@ -686,7 +687,7 @@ void cpu_chunked_run(const cpu_backend_state *s, const gdn_delta_rule_problem *p
         return;
     }
     j.states = base + (size_t)cpu_pool_threads(s->pool) * j.per_worker;
-    j.records = j.states + (size_t)j.tasks * state_floats(j.k, &j.g);
+    j.records = j.states + (size_t)j.tasks * j.state_size;
     j.keys = j.records + (size_t)j.tasks * (size_t)j.window * record_floats(&j.g);
     const int64_t most = (p->max_len + j.g.C - 1) / j.g.C;
     cpu_pool_run(s->pool, j.tasks, split_load_task, &j);
