@@ -349,8 +349,10 @@ static bool lazy_scale_ok(float x) { return x >= 0x1p-60f && x <= 0x1p60f; }
  * S = decay S + K^T diag(upd) V' (the factors of bf16_prep). R and diag(upd) V' enter as hi + lo
  * parts: they carry the state from chunk to chunk, and with them it keeps close to f32
  * accuracy; P V' feeds only this chunk's outputs and takes V' rounded once. The state stands
- * for sig S (head_extra): the decay multiplies sig, and the update adds K^T diag(upd) V' / sig
- * to S; its hi + lo words are made panel by panel as the update leaves S. */
+ * for sig S (head_extra): the decay makes the new scale next = sig decay, and the update adds
+ * K^T diag(upd) V' / next to S (or, when next would leave [2^-60, 2^60], S becomes
+ * next S + K^T diag(upd) V' and the scale 1); its hi + lo words are made panel by panel as the
+ * update leaves S. */
 static void bf16_state(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_chunk_record *rec,
                        float *S, int64_t c0, int64_t nc, float *O, float *scratch)
 {
@@ -380,7 +382,7 @@ static void bf16_state(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_
     finish_values(U, O, Vp, Cp, nc, out, sig, upd, lazy ? 1.0f / next : 1.0f, Vw, Xh, Xl, ldv);
     const bf16_term pv = {P16, Cp, {Vw, NULL}, 1, ldv, Cp};
     bf16_gemm(Cp, nc, &pv, 1, O, Vp, O, Vp, A_LOWER); /* O = diag(out) Q S + P V' */
-    for (int64_t j = 0; j < nc; j += 32) { /* S += K^T diag(upd) V' / sig, then its words */
+    for (int64_t j = 0; j < nc; j += 32) { /* the update (above), then the panel's words */
         const bf16_term kv = {KT16, Cp, {Xh + j, Xl + j}, 2, ldv, Cp};
         if (!lazy) /* the panel then waits in L1 for the update */
             scale_block(S + j, Vp, Kp, 32, next);

@@ -32,11 +32,10 @@
  * Tinv_i = e_i - sum_{m<i} A_im Tinv_m. Row m of Tinv is zero right of m, so column vector c
  * only needs rows m >= c LANES. The two rows share each Tinv_m they load (m < i); row i + 1 then
  * takes its last term, A_(i+1)i Tinv_i, from row i as it is made. Four chains a row: each sum is
- * a latency-bound dependency. Without a row i + 1 (i = n - 1), only row i. */
+ * a latency-bound dependency. n is even (a multiple of the kernels' pad), i too. */
 static void inverse_rows(const float *A, float *Tinv, int64_t n, int64_t i)
 {
-    const bool pair = i + 1 < n;
-    const float *a = A + i * n, *b = pair ? a + n : a; /* b: row i + 1's (or a stand-in) */
+    const float *a = A + i * n, *b = a + n;
     float *t = Tinv + i * n;
     for (int64_t c = 0; c < n; c += LANES) {
         vf s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0}, r0 = {0}, r1 = {0}, r2 = {0}, r3 = {0};
@@ -62,11 +61,9 @@ static void inverse_rows(const float *A, float *Tinv, int64_t n, int64_t i)
         const vi diag = viota((int32_t)c) == ((vi){0} + (int32_t)i);
         const vf ti = vselect(diag, vsplat(1.0f), (s0 + s1) + (s2 + s3));
         vstore(t + c, ti);
-        if (pair)
-            vstore(t + n + c, ((r0 + r1) + (r2 + r3)) - vsplat(b[i]) * ti);
+        vstore(t + n + c, ((r0 + r1) + (r2 + r3)) - vsplat(b[i]) * ti);
     }
-    if (pair)
-        t[n + i + 1] = 1.0f;
+    t[n + i + 1] = 1.0f;
 }
 
 /* Cout[MR, NR] = diag(cs) Cin + A[MR, depth] B[depth, NR], row r's factor cs[r * cs_step]
@@ -266,7 +263,9 @@ static int64_t to_line(const void *p, size_t esize, int64_t n)
 /* 32 f32 as bf16, the bits gdn_bf16_bits gives (a loop the compiler keeps in registers). Where the
  * build has AVX512-BF16, VCVTNE2PS2BF16 gives the same bits in one instruction (round to nearest
  * even, NaNs quieted alike) except for denormals, which it reads as zero: only lines holding
- * one take the integer path. */
+ * one take the integer path. (The bf16-product kernels, the only ones built with AVX512-BF16,
+ * end every output with a bf16 dot product, which flushes denormals, so the tests cannot reach
+ * that path through the API; it stays so that store_row's bits never depend on the caller.) */
 static __m512i bf16_line(const float *src)
 {
 #if defined(__AVX512BF16__)
