@@ -135,7 +135,9 @@ struct ck_args {
                                 // k as it came; the factor scales V' in the state update)
     // Per (chunk, value head): the f32 path [64, KP] for W, Qd, Kd, [64, VP] for U and
     // [64, 64] for Aq; the 16-bit path tc_key_block / tc_u_tile / tc_aq_block bytes laid out as
-    // the state pass's stage (swizzled or padded rows, U in 32-column tiles, f32)
+    // the state pass's stage (swizzled or padded rows, U in 32-column tiles, f32). The 16-bit
+    // path's Qd and Kd are per (chunk, key head) instead (key_slot): the value heads of a key
+    // head share them, and only the first of them writes them.
     void *W, *Qd, *Kd;
     void *Wl;                   // 16-bit path: W's lo part (W is W + Wl)
     void *U;
@@ -310,6 +312,18 @@ __device__ __forceinline__ bool chunk_task_for(const ck_args &p, int64_t c, int6
     t.kh = p.a.gva == GDN_GVA_BLOCK ? hv / p.ratio : hv % p.H;
     t.ch = c * p.HV + hv;
     return true;
+}
+
+// The 16-bit path's Qd / Kd block of chunk c's key head kh (shared by its value heads).
+__device__ __forceinline__ int64_t key_slot(const ck_args &p, int64_t c, int64_t kh)
+{
+    return c * p.H + kh;
+}
+
+// Whether value head hv is the first of its key head's (the one that writes Qd / Kd).
+__device__ __forceinline__ bool first_of_key_head(const ck_args &p, int64_t hv)
+{
+    return p.a.gva == GDN_GVA_BLOCK ? hv % p.ratio == 0 : hv < p.H;
 }
 
 // Threads 0..63: the chunk's gates (zero past its end), beta into Bs and, in Gs, the cumulative
@@ -996,11 +1010,14 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
     // W's and U's right operands diag(beta e^G / ||k||) K and diag(beta) V as hi + lo 16-bit parts:
     // hi in place of K and V, lo in Q's place (once Q is out) and in A's (the inverse is made).
     E *Kl = Qs, *Vl = reinterpret_cast<E *>(Am);
-    { // Q and K as they came to the workspace (their factors scale e^G / ||q|| and
-      // e^(G_last - G) / ||k|| go to eg and ek); K and V scaled into W's and U's right operands.
+    { // Q and K as they came to the workspace, by the key head's first value head only (their
+      // factors scale e^G / ||q|| and e^(G_last - G) / ||k|| go to eg and ek, per value head);
+      // K and V scaled into W's and U's right operands.
       // A half-warp per row, 16 bytes a thread; each piece of Q is read before the same thread
       // writes K's lo part in its place.
-        E *qd = static_cast<E *>(p.Qd) + ch * kblk, *kd = static_cast<E *>(p.Kd) + ch * kblk;
+        const int64_t ks = key_slot(p, blockIdx.x, kh);
+        E *qd = static_cast<E *>(p.Qd) + ks * kblk, *kd = static_cast<E *>(p.Kd) + ks * kblk;
+        const bool copy_qk = first_of_key_head(p, hv);
         if (tid < kC) {
             p.eg[ch * kC + tid] = p.scale * Eg[tid] * Iq[tid];
             p.ek[ch * kC + tid] = El[tid] * Ik[tid];
@@ -1010,9 +1027,12 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
             for (int x = 8 * (tid & 15); x < KP; x += 128) {
                 const int at = i * d.ldk + x;
                 const uint4 kv = *reinterpret_cast<const uint4 *>(Ks + at);
-                const int gat = tile_at<kswz>(i, x, ldg);
-                *reinterpret_cast<uint4 *>(qd + gat) = *reinterpret_cast<const uint4 *>(Qs + at);
-                *reinterpret_cast<uint4 *>(kd + gat) = kv;
+                if (copy_qk) {
+                    const int gat = tile_at<kswz>(i, x, ldg);
+                    *reinterpret_cast<uint4 *>(qd + gat) =
+                        *reinterpret_cast<const uint4 *>(Qs + at);
+                    *reinterpret_cast<uint4 *>(kd + gat) = kv;
+                }
                 scale_split8<P>(kv, fb, *reinterpret_cast<uint4 *>(Ks + at),
                                 *reinterpret_cast<uint4 *>(Kl + at));
             }
@@ -1191,22 +1211,22 @@ __device__ __forceinline__ void stage_part(unsigned dst, const void *src, int by
     }
 }
 
-// Chunk ch's operands of the state pass into the stage at shared address `stage`: W and K'
-// always, U's tile of this block's columns unless `u_in` is false (a map's M columns:
-// V' = -W S), Q' and Aqk only for the output pass (OUT). With bulk copies only thread 0 calls
-// this, and the stage is ready when bar's phase completes; else every thread calls it and the
-// stage is ready after cp.async.wait_group 0 (and a barrier).
+// Chunk ch's operands of the state pass (ks: its key head's Qd / Kd block) into the stage at
+// shared address `stage`: W and K' always, U's tile of this block's columns unless `u_in` is
+// false (a map's M columns: V' = -W S), Q' and Aqk only for the output pass (OUT). With bulk
+// copies only thread 0 calls this, and the stage is ready when bar's phase completes; else every
+// thread calls it and the stage is ready after cp.async.wait_group 0 (and a barrier).
 template <class E, int KP, bool OUT, bool BULK>
 __device__ __forceinline__ void stage_chunk(const ck_args &p, unsigned stage, unsigned bar,
-                                            int64_t ch, int v0, bool u_in)
+                                            int64_t ch, int64_t ks, int v0, bool u_in)
 {
     constexpr int es = sizeof(E), kb = tc_key_block(KP, es), ab = tc_aq_block(es),
                   ub = tc_u_tile();
     constexpr tc_layout L = tc_layout_for(KP, es);
     const unsigned char *w = static_cast<const unsigned char *>(p.W) + ch * kb;
     const unsigned char *wl = static_cast<const unsigned char *>(p.Wl) + ch * kb;
-    const unsigned char *q = static_cast<const unsigned char *>(p.Qd) + ch * kb;
-    const unsigned char *k = static_cast<const unsigned char *>(p.Kd) + ch * kb;
+    const unsigned char *q = static_cast<const unsigned char *>(p.Qd) + ks * kb;
+    const unsigned char *k = static_cast<const unsigned char *>(p.Kd) + ks * kb;
     const unsigned char *u =
         static_cast<const unsigned char *>(p.U) + (ch * (p.d.VP / kVT) + v0 / kVT) * ub;
     const unsigned char *aq = static_cast<const unsigned char *>(p.Aq) + ch * ab;
@@ -1390,10 +1410,11 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
     __shared__ __align__(8) unsigned long long stage_bar[2];
     const unsigned sbase = static_cast<unsigned>(__cvta_generic_to_shared(smem));
     const unsigned bar0 = static_cast<unsigned>(__cvta_generic_to_shared(stage_bar));
-    auto stage_into = [&](int i, int64_t c) {
+    const int64_t kh = a.gva == GDN_GVA_BLOCK ? hv / p.ratio : hv % p.H;
+    auto stage_into = [&](int i, int64_t c) { // chunk c (of all sequences' chunks)
         if (!kBulkStage || threadIdx.x == 0)
-            stage_chunk<E, KP, OUT, kBulkStage>(p, sbase + i * L.stage, bar0 + 8 * i, c, v0,
-                                                !m_cols);
+            stage_chunk<E, KP, OUT, kBulkStage>(p, sbase + i * L.stage, bar0 + 8 * i,
+                                                c * p.HV + hv, key_slot(p, c, kh), v0, !m_cols);
     };
     chunk_factors next{};
     if (nch > 0) {
@@ -1402,7 +1423,7 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
             mbar_init(bar0 + 8);
         }
         __syncthreads(); // the stitch's reads of the stage area are done; barriers initialised
-        stage_into(0, first * p.HV + hv);
+        stage_into(0, first);
         next = load_factors<OUT>(p, first * p.HV + hv, frow);
     }
     for (int64_t j = 0; j < nch; j++) {
@@ -1422,23 +1443,27 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
         __syncthreads(); // chunk j and the state copy are in; stage (j + 1) & 1 is free
         const chunk_factors fac = next;
         if (j + 1 < nch) {
-            stage_into((int)((j + 1) & 1), ch + p.HV);
+            stage_into((int)((j + 1) & 1), first + j + 1);
             next = load_factors<OUT>(p, ch + p.HV, frow);
         }
         const float decay = fac.decay;
         unsigned fa[4], fb[4];
+        // this warp's B fragments of S (hi, lo; its 16 columns, all KP rows): V' and the output
+        // both take them, so they are loaded once a chunk
+        unsigned sh[KP / 16][4], sl[KP / 16][4];
         { // V' = U - W S, W and S as hi + lo (all but lo x lo)
             const float ek0 = fac.ek0, ek8 = fac.ek8; // the update's factor for this thread's rows
             float acc[2][4];
             acc_zero(acc);
-            for (int k0 = 0; k0 < KP; k0 += 16) {
-                frag_b2(fb, Sh, L.ldu, k0, 16 * nh);
-                frag_a<kswz>(fa, Wls, L.ldk, 16 * mt, k0);
-                mma2<P>(acc[0], acc[1], fa, fb);
-                frag_a<kswz>(fa, Ws, L.ldk, 16 * mt, k0);
-                mma2<P>(acc[0], acc[1], fa, fb);
-                frag_b2(fb, Sl, L.ldu, k0, 16 * nh);
-                mma2<P>(acc[0], acc[1], fa, fb);
+#pragma unroll
+            for (int ks = 0; ks < KP / 16; ks++) {
+                frag_b2(sh[ks], Sh, L.ldu, 16 * ks, 16 * nh);
+                frag_a<kswz>(fa, Wls, L.ldk, 16 * mt, 16 * ks);
+                mma2<P>(acc[0], acc[1], fa, sh[ks]);
+                frag_a<kswz>(fa, Ws, L.ldk, 16 * mt, 16 * ks);
+                mma2<P>(acc[0], acc[1], fa, sh[ks]);
+                frag_b2(sl[ks], Sl, L.ldu, 16 * ks, 16 * nh);
+                mma2<P>(acc[0], acc[1], fa, sl[ks]);
             }
 #pragma unroll
             for (int jt = 0; jt < 2; jt++)
@@ -1480,12 +1505,11 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
             const float eg0 = fac.eg0, eg8 = fac.eg8; // scale e^G of this thread's output rows
             float acc[2][4];
             acc_zero(acc);
-            for (int k0 = 0; k0 < KP; k0 += 16) {
-                frag_a<kswz>(fa, Qs, L.ldk, 16 * mt, k0);
-                frag_b2(fb, Sh, L.ldu, k0, 16 * nh);
-                mma2<P>(acc[0], acc[1], fa, fb);
-                frag_b2(fb, Sl, L.ldu, k0, 16 * nh);
-                mma2<P>(acc[0], acc[1], fa, fb);
+#pragma unroll
+            for (int ks = 0; ks < KP / 16; ks++) {
+                frag_a<kswz>(fa, Qs, L.ldk, 16 * mt, 16 * ks);
+                mma2<P>(acc[0], acc[1], fa, sh[ks]);
+                mma2<P>(acc[0], acc[1], fa, sl[ks]);
             }
 #pragma unroll
             for (int jt = 0; jt < 2; jt++) {
@@ -1603,8 +1627,10 @@ ws_layout workspace_layout(const gdn_delta_rule_problem *p)
     const size_t ablk = tc ? (size_t)tc_aq_block(es) : (size_t)kC * kC * es;
     w.W = take(nch * kblk);
     w.Wl = take(tc ? nch * kblk : 0);
-    w.Qd = take(nch * kblk);
-    w.Kd = take(nch * kblk);
+    // the 16-bit path keeps one Qd / Kd block per (chunk, key head) (key_slot)
+    const size_t nqk = tc ? (size_t)(chunk_bound(p) * p->H) : nch;
+    w.Qd = take(nqk * kblk);
+    w.Kd = take(nqk * kblk);
     w.U = take(nch * ublk);
     w.Aq = take(nch * ablk);
     w.segc = segment_chunks(p);
