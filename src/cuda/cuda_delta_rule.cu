@@ -112,7 +112,12 @@ struct token_scalars {
 // so they do not push out the lines the stores are still writing back (measured on an H200:
 // 0.868 -> 0.90 of copy bandwidth at B = 256, 0.790 -> 0.84 at B = 64; the 256-byte L2 prefetch
 // hint on top, or evict-first on the stores as well, measured slower). The VK tiles load without
-// it: with the hint, the 64-row VK tile met "illegal instruction" on an H200 (CUDA 13.0).
+// it: with the hint, the 64-row VK tile meets "illegal instruction" on an H200 (CUDA 13.0), a
+// code-generation fault: compute-sanitizer stops at the hinted cp.async, whose SASS (LDGSTS)
+// takes its policy from an odd uniform register, desc[UR1], that nothing writes (the 32-row VK
+// and the KV tiles use an even pair set up before). The 32-row VK tile with the hint ran: H200,
+// B = 64 / 256 at 32 rows, 85.3 -> 83.5 us and 341.4 -> 319.2 us, still slower than the unhinted
+// 64-row tile the launch picks there (85.6 and 308.4 us).
 __device__ __forceinline__ unsigned long long evict_first_policy()
 {
     unsigned long long policy;
