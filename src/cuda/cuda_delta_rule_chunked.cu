@@ -300,6 +300,12 @@ struct chunk_task {
     int len;          // tokens in the chunk (<= 64)
 };
 
+// The key head of value head hv (GVA, block or tiled).
+__device__ __forceinline__ int64_t key_head_of(const ck_args &p, int64_t hv)
+{
+    return p.a.gva == GDN_GVA_BLOCK ? hv / p.ratio : hv % p.H;
+}
+
 __device__ __forceinline__ bool chunk_task_for(const ck_args &p, int64_t c, int64_t hv,
                                                chunk_task &t)
 {
@@ -309,7 +315,7 @@ __device__ __forceinline__ bool chunk_task_for(const ck_args &p, int64_t c, int6
     t.s = seq_span(p.a.cu_seqlens, p.T, n);
     t.t0 = t.s.t0 + kC * j;
     t.len = (int)(t.s.len - kC * j < kC ? t.s.len - kC * j : kC);
-    t.kh = p.a.gva == GDN_GVA_BLOCK ? hv / p.ratio : hv % p.H;
+    t.kh = key_head_of(p, hv);
     t.ch = c * p.HV + hv;
     return true;
 }
@@ -1410,7 +1416,7 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
     __shared__ __align__(8) unsigned long long stage_bar[2];
     const unsigned sbase = static_cast<unsigned>(__cvta_generic_to_shared(smem));
     const unsigned bar0 = static_cast<unsigned>(__cvta_generic_to_shared(stage_bar));
-    const int64_t kh = a.gva == GDN_GVA_BLOCK ? hv / p.ratio : hv % p.H;
+    const int64_t kh = key_head_of(p, hv);
     auto stage_into = [&](int i, int64_t c) { // chunk c (of all sequences' chunks)
         if (!kBulkStage || threadIdx.x == 0)
             stage_chunk<E, KP, OUT, kBulkStage>(p, sbase + i * L.stage, bar0 + 8 * i,
