@@ -92,7 +92,6 @@ typedef struct cpu_chunk_keys {
 /* One value head's share of a chunk, filled by the driver (rows >= L zero, beta 0, G held at
  * G[L-1]) and then worked in place by the prep kernel. */
 typedef struct cpu_chunk_inputs {
-    float *Vc;              /* [Cp, Vp] values: the record's U, where the state pass reads them */
     float *A;               /* [Cp, Cp] scratch: strictly lower beta_i k_i.k_j e^(G_i - G_j) */
     float *Tinv;            /* [Cp, Cp] scratch: (I + A)^-1 */
     float *G, *beta;        /* [Cp] cumulative log-decay within the chunk, write strength */
@@ -103,7 +102,7 @@ typedef struct cpu_chunk_inputs {
  * engines) after "bf16:". */
 typedef struct cpu_chunk_record {
     float *W;               /* [Cp, Kp] K' = -diag(e^G) K.  bf16: unused */
-    float *U;               /* [Cp, Vp] the values V (in->Vc points here); the state pass turns
+    float *U;               /* [Cp, Vp] the values V (the driver loads them here); the state pass turns
                              * them into V' = (I + A)^-1 diag(beta) (V + K' S).  bf16: the
                              * same, from the residual formed in f32 */
     float *KT;              /* [Kp, Cp] K^T with column m scaled by e^(G_last - G_m).  bf16:

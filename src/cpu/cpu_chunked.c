@@ -110,7 +110,6 @@ static cpu_chunk_keys carve_keys(float **cur, const cpu_chunk_geom *g)
 static cpu_chunk_inputs carve_inputs(float **cur, const cpu_chunk_geom *g)
 {
     cpu_chunk_inputs in;
-    in.Vc = NULL; /* the record's U, set by the driver */
     in.A = carve(cur, g->Cp * g->Cp);
     in.Tinv = carve(cur, g->Cp * g->Cp);
     in.G = carve(cur, g->Cp);
@@ -317,13 +316,14 @@ static int64_t load_keys(const chunk_job *j, const seq_head *s, int64_t c, cpu_c
     return L;
 }
 
-/* Chunk c's values and gates of value head s->hv into `in` (rows past L zero, beta 0, G held at
- * the last token's). */
-static void load_values(const chunk_job *j, const seq_head *s, int64_t c, cpu_chunk_inputs *in)
+/* Chunk c's values of value head s->hv into V ([Cp, Vp], the record's U, where the state pass
+ * reads them) and its gates into `in` (rows past L zero, beta 0, G held at the last token's). */
+static void load_values(const chunk_job *j, const seq_head *s, int64_t c, cpu_chunk_inputs *in,
+                        float *V)
 {
     const gdn_delta_rule_problem *p = j->p;
     const int64_t L = chunk_length(j, s, c), c0 = s->t0 + c * j->g.C;
-    load_rows(j, &p->a.v, s, c, L, s->hv, p->V, j->g.Vp, in->Vc, false);
+    load_rows(j, &p->a.v, s, c, L, s->hv, p->V, j->g.Vp, V, false);
     double G = 0.0;
     for (int64_t i = 0; i < L; i++) {
         double gt, bt;
@@ -359,7 +359,8 @@ static void store_out(const chunk_job *j, const seq_head *s, int64_t c, int64_t 
 }
 
 /* Value heads per group: at most MAX_PER of one key head (more run as several groups); several
- * key heads share a group while their states fit GROUP_STATE_BYTES (8 heads at K = V = 128). */
+ * key heads share a group while their states fit GROUP_STATE_BYTES (at K = V = 128: 8 heads with
+ * the f32 kernels, 3 with the bf16 kernels, whose states carry their hi/lo words and scales). */
 enum { MAX_PER = 16, GROUP_STATE_BYTES = 512 << 10 };
 
 /* The fused schedule's memory traffic, spread over the kernels' products (cpu_pump): while a
@@ -487,7 +488,6 @@ static void fused_task(void *arg, int64_t grp, int worker)
     float *scratch = carve(&cur, (int64_t)scratch_floats(j->k, &j->g));
     cpu_chunk_keys keys = carve_keys(&cur, &j->g);
     cpu_chunk_record rec = carve_record(&cur, &j->g);
-    in.Vc = rec.U;
     const size_t outs = (size_t)j->per * out_floats(&j->g);
     const bool pumped = j->k->pumped; /* two chunks' outputs, else one */
     float *Obuf[2] = {cur, pumped ? cur + outs : cur}, *S = cur + (pumped ? 2 : 1) * outs;
@@ -508,7 +508,7 @@ static void fused_task(void *arg, int64_t grp, int worker)
                 load_keys(j, &s[r], c, &keys);
                 j->k->prep_keys(&j->g, &keys, scratch);
             }
-            load_values(j, &s[r], c, &in);
+            load_values(j, &s[r], c, &in, rec.U);
             if (r == 0 && !pumped)
                 pump_lines(&gp, INT64_MAX); /* in a burst, as the chunk starts */
             j->k->prep(&j->g, &keys, &in, &rec, scratch);
@@ -578,8 +578,7 @@ static void split_prep_task(void *arg, int64_t unit, int worker)
         const int64_t hv = group_head(j, grp, r);
         const seq_head s = seq_head_of(j, n, hv);
         cpu_chunk_record rec = window_record(j, n * j->p->HV + hv, c - j->first);
-        in.Vc = rec.U;
-        load_values(j, &s, c, &in);
+        load_values(j, &s, c, &in, rec.U);
         j->k->prep(&j->g, &keys, &in, &rec, scratch);
     }
 }

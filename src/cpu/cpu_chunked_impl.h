@@ -8,7 +8,8 @@
  * Per chunk (rows i, j, m are tokens; e^(G_i - G_j) <= 1 for j <= i, so no exponent overflows):
  *   prep_keys (once per key head): K^T, K K^T, Q K^T;
  *   prep (per value head): A = strictly lower beta_i k_i.k_j e^(G_i - G_j),  Tinv = (I + A)^-1
- *          (forward substitution), Tb = Tinv diag(beta), K' = -diag(e^G) K,
+ *          (forward substitution; at n = 2 NR by halves, T21 by register tiles),
+ *          Tb = Tinv diag(beta), K' = -diag(e^G) K,
  *          P = lower scale q_i.k_j e^(G_i - G_j), KT = (e^(G_last - G) k)^T;
  *   state: R = V + K' S (the residual v - e^G k S), V' = Tb R, O = diag(scale e^G) Q S + P V',
  *          S = e^G_last S + KT V'. */
