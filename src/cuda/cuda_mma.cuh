@@ -50,6 +50,7 @@ __device__ __forceinline__ int acc_col(int j, int e) { return 8 * j + 2 * (threa
 
 struct prec_bf16 {
     using st = __nv_bfloat16;
+    static constexpr bool is_f16 = false;
     static constexpr int KS = 16;
     __device__ static __forceinline__ unsigned pack(float lo, float hi)
     {
@@ -73,6 +74,7 @@ struct prec_bf16 {
 
 struct prec_f16 {
     using st = __half;
+    static constexpr bool is_f16 = true;
     static constexpr int KS = 16;
     __device__ static __forceinline__ unsigned pack(float lo, float hi)
     {
@@ -210,14 +212,18 @@ __device__ __forceinline__ void ldsm_x4_trans(unsigned (&r)[4], const void *p)
                  : "r"(a));
 }
 
-// Element (r, c) of a 16-bit row-major tile of row stride ld. SWZ: the tile's rows are a
-// multiple of 128 bytes and their 16-byte pieces are XOR-swizzled by the row (piece c / 8 of row
-// r stored at piece (c / 8) ^ (r % 8)), so the eight rows of an ldmatrix read hit distinct banks
-// without padding, and each 32-byte sector still holds the two pieces of one row.
+// Element (r, c) of a 16-bit tile of row stride ld. SWZ: a 64-row tile whose width is a multiple
+// of 64, stored as panels of 64 columns (panel c / 64 at element 4096 (c / 64)), each panel's
+// rows one 128-byte line whose 16-byte pieces are XOR-swizzled by the row (piece c / 8 % 8 of row
+// r stored at piece (c / 8 % 8) ^ (r % 8)); ld is not used. The eight rows of an ldmatrix read hit
+// distinct banks without padding, each 32-byte sector still holds two pieces of one row, and a
+// panel is exactly the 128-byte-swizzled layout of the wgmma descriptors (cuda_wgmma.cuh).
+constexpr int kPanel = 64; // rows and columns of a swizzled panel
 template <bool SWZ>
 __host__ __device__ __forceinline__ int tile_at(int r, int c, int ld)
 {
-    return SWZ ? r * ld + ((((c >> 3) ^ r) & 7) << 3) + (c & ~63) + (c & 7) : r * ld + c;
+    return SWZ ? (c >> 6) * (kPanel * kPanel) + r * kPanel + ((((c >> 3) ^ r) & 7) << 3) + (c & 7)
+               : r * ld + c;
 }
 
 // A fragment (16 x 16 at (m0, k0)) of a row-major [m][k] tile.
