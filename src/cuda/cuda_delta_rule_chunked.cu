@@ -14,6 +14,8 @@
 //   3. chunk_state, one block per (32 value columns, value head, sequence), chunks in order: the
 //      state tile S (K x 32, f32, shared memory) gives V' = U - W S, the output
 //      O = Q' S + Aqk V', and S <- e^G_last S + K'^T V'. The last S goes back to the pool.
+//      Calls with few heads and sequences split each sequence into segments that run in parallel
+//      (two more launches: their maps, then a stitch; "sequence splitting" below).
 // The precision policy follows the input dtype (cuda_mma.cuh): bf16 and f16 operands with f32
 // accumulation, f32 inputs as split tf32. The state and U are always f32; W, Q', K', Aqk and V'
 // are stored in the policy's type (bf16/f16/f32), W on the 16-bit path as hi + lo parts.
@@ -21,6 +23,8 @@
 // f32 inputs run the kernels above (chunk_prep, chunk_state: generic fragment loads, 4 warps).
 // bf16/f16 inputs run chunk_prep_tc and chunk_state_tc, the same steps built for speed: ldmatrix
 // operands, cp.async staging, the diagonal inverse blocks in registers, the state in registers.
+// On sm_90a the split calls' state pass is chunk_state_wg instead (warpgroup products, 64 value
+// columns a block; use_wg says when).
 // Their precision keeps in mind long memory (slow decay, T >> K), where the state predicts the
 // new values and V' = U - W S = T (beta v - beta e^G k S) is a small difference of large terms:
 // an operand rounded to 16 bits before that difference costs 2^-9 of the large terms, and the
@@ -35,9 +39,11 @@
 // split; 1.7e-6 to 7.8e-6 with T split too.
 #include "cuda_common.cuh"
 #include "cuda_mma.cuh"
+#include "cuda_wgmma.cuh"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 namespace {
 
@@ -129,6 +135,7 @@ struct ck_args {
     int64_t segc, nslots;       // chunks per segment; segment slots (an upper bound)
     int64_t *seg_off;           // [N + 1] first segment slot of each sequence
     float *maps;                // [nslots, HV, KP, KP + VP] f32: a segment's [M | N]
+    bool wg;                    // the state pass is chunk_state_wg (else chunk_state_tc)
     float *gl;                  // [nc, HV] exp(G_last)
     float *eg;                  // [nc, HV, 64] scale exp(G_i) (16-bit path: Q is stored unscaled)
     float *ek;                  // [nc, HV, 64] 16-bit path: exp(G_last - G_i) / ||k_i|| (Kd holds
@@ -1162,15 +1169,6 @@ constexpr bool kBulkStage = false;
 #endif
 }
 
-// Orders this thread's ordinary shared-memory writes before later bulk copies into the same
-// bytes (the async proxy); each writing thread runs it before the barrier that precedes the copy.
-[[maybe_unused]] __device__ __forceinline__ void fence_proxy_async()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-#endif
-}
-
 // Arrives on bar, expecting `bytes` of bulk copies before its phase completes. The proxy fence
 // orders the block's earlier reads of the stage (ordered by a barrier) before the copies' writes.
 [[maybe_unused]] __device__ __forceinline__ void mbar_expect(unsigned bar, unsigned bytes)
@@ -1293,10 +1291,12 @@ __device__ __forceinline__ void store_state_split(typename P::st *Sh, typename P
 //   pass 1 (chunk_state_tc<MAPS>): every segment but the last runs the state pass on the
 //     K x (K + V) "state" [I | 0] with inputs [0 | U]: its columns come out as [M | N]. Column
 //     tiles are independent, so this is the same kernel with K / 32 more tiles and no output.
-//   pass 2 (chunk_state_tc<OUT>): segment j starts from S_j = M_{j-1} S_{j-1} + N_{j-1} (the
-//     stitch, f32, from the sequence's initial state), then runs its chunks with outputs; the last
-//     segment writes the state back.
+//   the stitch (stitch_starts): S_j = M_{j-1} S_{j-1} + N_{j-1} for j = 1.., in f32, from the
+//     sequence's initial state, each written over N_{j-1};
+//   pass 2 (chunk_state_tc<OUT>): segment j starts from S_j, then runs its chunks with outputs;
+//     the last segment writes the state back.
 // Each pass has (segments x heads x tiles) blocks in parallel, against (heads x tiles) unsplit.
+// chunk_state_wg (sm_90a) runs both passes the same way with 64-column tiles.
 
 // Segment slot -> sequence: the last n with seg_off[n] <= slot.
 __device__ __forceinline__ int64_t sequence_of_slot(const ck_args &p, int64_t slot)
@@ -1304,45 +1304,93 @@ __device__ __forceinline__ int64_t sequence_of_slot(const ck_args &p, int64_t sl
     return sequence_of_chunk(p.seg_off, p.N, slot);
 }
 
-// S (this thread's part of warp w's rows, 32 columns from v0) <- M S + N[:, v0..] for segments
-// slot0 .. slot0 + count - 1 of head hv, in order, in f32. `x` is KP x (kVT + 4) f32 of shared
-// scratch. Every thread of the block calls it (barriers inside).
-template <int KP>
-__device__ void stitch_state(const ck_args &p, float (&S)[4][4], float *x, int64_t slot0,
-                             int64_t count, int64_t hv, int v0, bool owns)
+// Segment j > 0 of a split sequence starts from the state the stitch left in the N part of its
+// predecessor's map (stitch_starts): row k, column v of value head hv.
+__device__ __forceinline__ float stitched_start(const ck_args &p, int64_t slot, int64_t hv, int k,
+                                                int v)
 {
-    constexpr int ldx = kVT + 4;
-    const int ldm = KP + p.d.VP, warp = threadIdx.x >> 5;
-    const int r0 = 16 * warp + acc_row(0), r1 = 16 * warp + acc_row(2);
-    for (int64_t i = 0; i < count; i++) {
-        const float *MN = p.maps + ((slot0 + i) * p.HV + hv) * (int64_t)KP * ldm;
-        __syncthreads(); // the previous step's reads of x are done
-        if (owns)
-#pragma unroll
-            for (int jt = 0; jt < 4; jt++)
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    x[(16 * warp + acc_row(e)) * ldx + acc_col(jt, e)] = S[jt][e];
-        __syncthreads();
-        if (!owns)
-            continue;
-#pragma unroll
-        for (int jt = 0; jt < 4; jt++)
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                S[jt][e] = MN[(e < 2 ? r0 : r1) * ldm + KP + v0 + acc_col(jt, e)];
-        for (int k = 0; k < KP; k += 4) {
-            const float4 m0 = *reinterpret_cast<const float4 *>(MN + r0 * ldm + k);
-            const float4 m1 = *reinterpret_cast<const float4 *>(MN + r1 * ldm + k);
-            const float a0[4] = {m0.x, m0.y, m0.z, m0.w}, a1[4] = {m1.x, m1.y, m1.z, m1.w};
-#pragma unroll
-            for (int kk = 0; kk < 4; kk++)
-#pragma unroll
-                for (int jt = 0; jt < 4; jt++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++)
-                        S[jt][e] += (e < 2 ? a0[kk] : a1[kk]) * x[(k + kk) * ldx + acc_col(jt, e)];
+    const int64_t ldm = p.d.KP + p.d.VP;
+    return p.maps[((slot - 1) * p.HV + hv) * p.d.KP * ldm + k * ldm + p.d.KP + v];
+}
+
+// The stitch (16-bit path, split calls), between the maps pass and the output pass: for each
+// sequence, head and 16 value columns, S_j = M_{j-1} S_{j-1} + N_{j-1} in f32 for its segments
+// j = 1.., from the sequence's initial state, each S_j written over N_{j-1} (which it no longer
+// needs). Every M comes into shared memory by coalesced cp.async, the next one while the block
+// works on the current one; thread i computes row i / 2 of S_j, 8 columns.
+constexpr int kStitchCols = 16, kStitchThreads = 256, kStitchLd = kMaxDim + 4;
+
+__host__ __device__ constexpr int stitch_bytes() { return 2 * kMaxDim * kStitchLd * 4; }
+
+// M (rows < KP, KP wide, row stride ldm in global memory) into Ms; every thread, one cp.async
+// group.
+__device__ __forceinline__ void stage_map(float *Ms, const float *M, int KP, int ldm)
+{
+    for (int i = threadIdx.x; i < KP * KP / 4; i += kStitchThreads) {
+        const int r = i / (KP / 4), c = 4 * (i % (KP / 4));
+        cp_async16(Ms + r * kStitchLd + c, M + (int64_t)r * ldm + c);
+    }
+    cp_async_commit();
+}
+
+__global__ void __launch_bounds__(kStitchThreads) stitch_starts(const ck_args p)
+{
+    extern __shared__ __align__(16) float Mbuf[]; // two M of kMaxDim rows of kStitchLd
+    __shared__ __align__(16) float Ss[kMaxDim][kStitchCols];
+    const int KP = p.d.KP, VP = p.d.VP, ldm = KP + VP, k = threadIdx.x >> 1;
+    const int c0 = 8 * (threadIdx.x & 1);
+    const int64_t tiles = VP / kStitchCols, n = blockIdx.x / (tiles * p.HV);
+    const int64_t hv = blockIdx.x / tiles % p.HV;
+    const int v0 = (int)(blockIdx.x % tiles) * kStitchCols;
+    const int64_t slot0 = p.seg_off[n], count = p.seg_off[n + 1] - slot0;
+    float *state;
+    bool init;
+    if (count < 2 || !sequence_state(p, n, hv, state, init))
+        return;
+    const bool kv = p.a.state_layout == GDN_STATE_KV;
+    const int64_t s2 = p.a.state.stride[2], s3 = p.a.state.stride[3];
+    auto maps_of = [&](int64_t i) {
+        return p.maps + ((slot0 + i) * p.HV + hv) * (int64_t)KP * ldm;
+    };
+    stage_map(Mbuf, maps_of(0), KP, ldm);
+    if (k < KP)
+        for (int c = c0; c < c0 + 8; c++) {
+            const int v = v0 + c;
+            Ss[k][c] = init && k < p.K && v < p.V ? state[kv ? k * s2 + v * s3 : v * s2 + k * s3]
+                                                  : 0.0f;
         }
+    for (int64_t i = 0; i + 1 < count; i++) {
+        float *MN = maps_of(i);
+        const float *Ms = Mbuf + (i & 1) * kMaxDim * kStitchLd;
+        if (i + 2 < count) {
+            stage_map(Mbuf + ((i + 1) & 1) * kMaxDim * kStitchLd, maps_of(i + 1), KP, ldm);
+            cp_async_wait_groups<1>();
+        } else {
+            cp_async_wait_groups<0>();
+        }
+        __syncthreads(); // M_i and S_i complete in shared memory
+        float acc[8];
+        if (k < KP) {
+#pragma unroll
+            for (int c = 0; c < 8; c++)
+                acc[c] = MN[k * ldm + KP + v0 + c0 + c];
+            for (int x = 0; x < KP; x += 4) {
+                const float4 m = *reinterpret_cast<const float4 *>(Ms + k * kStitchLd + x);
+                const float mk[4] = {m.x, m.y, m.z, m.w};
+#pragma unroll
+                for (int xx = 0; xx < 4; xx++)
+#pragma unroll
+                    for (int c = 0; c < 8; c++)
+                        acc[c] += mk[xx] * Ss[x + xx][c0 + c];
+            }
+        }
+        __syncthreads(); // every read of S_i and M_i done
+        if (k < KP)
+#pragma unroll
+            for (int c = 0; c < 8; c++) {
+                Ss[k][c0 + c] = acc[c];
+                MN[k * ldm + KP + v0 + c0 + c] = acc[c];
+            }
     }
 }
 
@@ -1395,16 +1443,13 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
             const int r = 16 * warp + acc_row(e), v = v0 + acc_col(jt, e);
             if (m_cols)
                 S[jt][e] = owns && r == v && r < p.K ? 1.0f : 0.0f;
+            else if (OUT && seg > 0)
+                S[jt][e] = owns ? stitched_start(p, slot, hv, r, v) : 0.0f;
             else
                 S[jt][e] = OUT && owns && init && r < p.K && v < p.V
                                ? state[kv ? r * s2 + v * s3 : v * s2 + r * s3]
                                : 0.0f;
         }
-    if (OUT && seg > 0) { // the stage area is free until the first chunk is staged
-        stitch_state<KP>(p, S, reinterpret_cast<float *>(smem), p.seg_off[n], seg, hv, v0, owns);
-        if (kBulkStage)
-            fence_proxy_async(); // its writes there, before the first bulk copy overwrites them
-    }
     if (owns)
         store_state_split<KP, P>(Sh, Sl, L.ldu, S);
     const seq_info s = seq_span(a.cu_seqlens, p.T, n);
@@ -1428,7 +1473,7 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
             mbar_init(bar0);
             mbar_init(bar0 + 8);
         }
-        __syncthreads(); // the stitch's reads of the stage area are done; barriers initialised
+        __syncthreads(); // the barriers are initialised
         stage_into(0, first);
         next = load_factors<OUT>(p, first * p.HV + hv, frow);
     }
@@ -1557,6 +1602,327 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
         }
 }
 
+// ---- the state pass on warpgroup products (sm_90a) ------------------------------------------
+//
+// chunk_state_tc's pass for K, V in {64, 128} (KP = K, V a multiple of 64) with one warpgroup per
+// 64 value columns of a head, built on wgmma (cuda_wgmma.cuh). It runs the pass transposed, so
+// that the state is the products' left operand and stays in registers:
+//   V'^T = U^T - S^T W^T        (S^T: 64 value rows x KP, hi + lo; W, W lo from the stage)
+//   O^T  = (S^T Q^T) diag(scale e^G / ||q||) + V'^T Aqk^T
+//   S^T <- e^G_last S^T + (V'^T diag(e^(G_last - G) / ||k||)) K   (the scaled V'^T as hi + lo)
+// Every left operand is an accumulator turned into A fragments in registers, every right operand
+// is read by the tensor cores from the stage (the 128-byte-swizzled panels the workspace holds),
+// so per chunk the only shared-memory traffic besides the products' own operand reads is the
+// stage's bulk copies and the output tile. The precision policy is chunk_state_tc's.
+// Warp w holds value rows 16w..16w+15 of every accumulator (layout in cuda_wgmma.cuh).
+
+constexpr int kWgThreads = 128;
+constexpr int kWgCols = 64;     // value columns per block
+constexpr int kOutLd = kWgCols + 4; // the output tile's rows (f32; conflict-free stores)
+
+// One stage of chunk_state_wg: byte offsets, every panel 1024-byte aligned. W's and Q's panels
+// alternate (wq: W's panel p at 2p, Q's at 2p + 1), so that [W; Q] is one 128-row right operand
+// of S^T (V' and the output's Q S in one product).
+struct wg_layout {
+    int wq, wl, k, a, u, ek, eg, stage, out, bytes;
+};
+
+[[maybe_unused]] constexpr int kPanelBytes = kPanel * kPanel * 2; // unused off sm_90a
+
+__host__ __device__ constexpr wg_layout wg_layout_for(int KP)
+{
+    wg_layout L{};
+    const int kb = kC * KP * 2; // a 16-bit key block (KP / 64 panels)
+    L.wq = 0, L.wl = 2 * kb, L.k = 3 * kb, L.a = 4 * kb;
+    L.u = L.a + kC * kC * 2;
+    L.ek = L.u + (kWgCols / kVT) * tc_u_tile();
+    L.eg = L.ek + kC * 4;
+    L.stage = (int)round_up(L.eg + kC * 4, 1024);
+    L.out = 2 * L.stage;
+    L.bytes = L.out + kC * kOutLd * 4 + 1024; // + the alignment of the dynamic area to 1024
+    return L;
+}
+
+// Chunk ch's stage for chunk_state_wg (thread 0 only; ready when bar's phase completes): W,
+// W lo, K and the update's row factors always, U's two tiles of this block's columns unless
+// !u_in (a map's M columns), Q, Aqk and the output's row factors for the output pass.
+template <int KP, bool OUT>
+__device__ __forceinline__ void stage_chunk_wg(const ck_args &p, unsigned stage, unsigned bar,
+                                               int64_t ch, int64_t ks, int v0, bool u_in)
+{
+    constexpr int kb = kC * KP * 2, ab = kC * kC * 2, ub = (kWgCols / kVT) * tc_u_tile();
+    constexpr wg_layout L = wg_layout_for(KP);
+    const unsigned char *u = static_cast<const unsigned char *>(p.U) +
+                             (ch * (p.d.VP / kVT) + v0 / kVT) * (int64_t)tc_u_tile();
+    mbar_expect(bar, 3 * kb + kC * 4 + (u_in ? ub : 0) + (OUT ? kb + ab + kC * 4 : 0));
+    if (u_in)
+        stage_part<true>(stage + L.u, u, ub, bar);
+    const unsigned char *w = static_cast<const unsigned char *>(p.W) + ch * kb;
+    const unsigned char *q = static_cast<const unsigned char *>(p.Qd) + ks * kb;
+#pragma unroll
+    for (int pn = 0; pn < KP / kPanel; pn++) {
+        stage_part<true>(stage + L.wq + 2 * pn * kPanelBytes, w + pn * kPanelBytes, kPanelBytes,
+                         bar);
+        if (OUT)
+            stage_part<true>(stage + L.wq + (2 * pn + 1) * kPanelBytes, q + pn * kPanelBytes,
+                             kPanelBytes, bar);
+    }
+    stage_part<true>(stage + L.wl, static_cast<const unsigned char *>(p.Wl) + ch * kb, kb, bar);
+    stage_part<true>(stage + L.k, static_cast<const unsigned char *>(p.Kd) + ks * kb, kb, bar);
+    stage_part<true>(stage + L.ek, p.ek + ch * kC, kC * 4, bar);
+    if (OUT) {
+        stage_part<true>(stage + L.a, static_cast<const unsigned char *>(p.Aq) + ch * ab, ab, bar);
+        stage_part<true>(stage + L.eg, p.eg + ch * kC, kC * 4, bar);
+    }
+}
+
+// d += SA * a B for the state's width: 64 x KP accumulators.
+template <class P, int KP, int SA, int TB>
+__device__ __forceinline__ void wg_mma_state(float *d, const unsigned (&a)[4], uint64_t desc)
+{
+    if constexpr (KP == 128)
+        wg_mma_n128<P::is_f16, SA, TB>(d, a, desc);
+    else
+        wg_mma_n64<P::is_f16, SA, TB>(d, a, desc);
+}
+
+// The 16-bit output tile (rows of ld elements, one per token) to `out`, 16 bytes a thread.
+template <class E, int ld>
+__device__ __forceinline__ void copy_out_pairs(const gdn_tensor &out, const unsigned char *tile,
+                                               int64_t row, int64_t tok0, int64_t hv, int v0,
+                                               int len)
+{
+    const int tid = threadIdx.x, x = 8 * (tid & 7);
+    E *dst = static_cast<E *>(out.data) + tok_off(out, row, tok0 + (tid >> 3), hv) + v0 + x;
+    const E *src = reinterpret_cast<const E *>(tile) + (tid >> 3) * ld + x;
+#pragma unroll 1
+    for (int r = 0; r < kC / 16; r++)
+        if ((tid >> 3) + 16 * r < len)
+            *reinterpret_cast<uint4 *>(dst + 16 * r * out.stride[1]) =
+                *reinterpret_cast<const uint4 *>(src + 16 * r * ld);
+}
+
+// The block's output tile (O^T in registers, 64 value rows x 64 tokens) to `out`, through
+// shared memory so that each token's 64 values leave as whole 16-byte pieces. An output of the
+// inputs' 16-bit type whose rows are 16-byte aligned goes as 16-bit pairs, transposed by
+// stmatrix; any other as f32 through the generic store.
+template <class P>
+__device__ __forceinline__ void store_out_wg(const gdn_tensor &out, unsigned char *tile,
+                                             const float *o, int64_t row, int64_t tok0, int64_t hv,
+                                             int v0, int len, int V)
+{
+    using E = typename P::st;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const bool pairs = out.dtype == (P::is_f16 ? GDN_F16 : GDN_BF16) && v0 + kWgCols <= V &&
+                       reinterpret_cast<uintptr_t>(out.data) % 16 == 0 &&
+                       out.stride[0] % 8 == 0 && out.stride[1] % 8 == 0 && out.stride[2] % 8 == 0;
+    if (pairs) {
+        constexpr int ld = kWgCols + 8; // 144-byte rows: a matrix's eight rows in distinct banks
+        const unsigned base = static_cast<unsigned>(__cvta_generic_to_shared(tile));
+        const int m = lane >> 3, c = lane & 7, v = 16 * warp + 8 * (m & 1);
+#pragma unroll
+        for (int j = 0; j < 8; j += 2) // n-tiles j, j + 1 (tokens 8j..8j+15), both 8-row halves
+            stmatrix_x4_trans(base + (unsigned)(((8 * (j + (m >> 1)) + c) * ld + v) * 2),
+                              P::pack(o[4 * j], o[4 * j + 1]), P::pack(o[4 * j + 2], o[4 * j + 3]),
+                              P::pack(o[4 * j + 4], o[4 * j + 5]),
+                              P::pack(o[4 * j + 6], o[4 * j + 7]));
+        __syncthreads();
+        copy_out_pairs<E, ld>(out, tile, row, tok0, hv, v0, len);
+        return;
+    }
+    float *t = reinterpret_cast<float *>(tile);
+    const int vr = 16 * warp + (lane >> 2);
+#pragma unroll
+    for (int i = 0; i < 32; i++)
+        t[(8 * (i >> 2) + 2 * (lane & 3) + (i & 1)) * kOutLd + vr + 8 * ((i >> 1) & 1)] = o[i];
+    __syncthreads();
+    for (int i = tid; i < kC * kWgCols / 8; i += kWgThreads) {
+        const int c = i >> 3, x = 8 * (i & 7), v = v0 + x;
+        if (c >= len)
+            continue;
+        const int64_t at = tok_off(out, row, tok0 + c, hv) + v;
+        for (int e = 0; e < 8 && v + e < V; e++)
+            st(out, at + e, t[c * kOutLd + x + e]);
+    }
+}
+
+// The state pass over one segment of one sequence for 64 value columns of one head; OUT and the
+// maps pass as in chunk_state_tc (the maps pass's tiles run over the K + V columns of [M | N]).
+template <class P, int KP, bool OUT>
+__global__ void __launch_bounds__(kWgThreads, 1) chunk_state_wg(const ck_args p)
+{
+#ifdef GDN_WGMMA
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    constexpr wg_layout L = wg_layout_for(KP);
+    constexpr int NKS = KP / 16, NS = KP / 2; // k-steps over the state's rows; its registers
+    const unsigned raw = static_cast<unsigned>(__cvta_generic_to_shared(smem_raw));
+    const unsigned sbase = (raw + 1023u) & ~1023u;
+    unsigned char *smem = smem_raw + (sbase - raw);
+    const ck_dims &d = p.d;
+    const gdn_delta_rule_args &a = p.a;
+    const int64_t ntiles = (OUT ? 0 : KP / kWgCols) + d.VP / kWgCols, id = blockIdx.x;
+    const int tile = (int)(id % ntiles);
+    const int64_t hv = (id / ntiles) % p.HV, slot = id / (ntiles * p.HV);
+    if (slot >= p.seg_off[p.N])
+        return;
+    const int64_t n = sequence_of_slot(p, slot), seg = slot - p.seg_off[n];
+    const bool last_seg = slot + 1 == p.seg_off[n + 1];
+    if (!OUT && last_seg)
+        return;
+    const bool m_cols = !OUT && tile < KP / kWgCols;
+    const int v0 = (OUT || m_cols ? tile : tile - KP / kWgCols) * kWgCols;
+    float *state;
+    bool init;
+    if (!sequence_state(p, n, hv, state, init))
+        return;
+    const bool kv = a.state_layout == GDN_STATE_KV;
+    const int64_t s2 = a.state.stride[2], s3 = a.state.stride[3];
+    const int lane = threadIdx.x & 31, t = lane & 3;
+    const int vr = 16 * (threadIdx.x >> 5) + (lane >> 2); // this thread's value rows vr, vr + 8
+    // S^T: element 4j + e at value row vr + 8 (e / 2), state row (key) 8j + 2t + (e % 2)
+    float S[NS];
+#pragma unroll
+    for (int i = 0; i < NS; i++) {
+        const int v = v0 + vr + 8 * ((i >> 1) & 1), k = 8 * (i >> 2) + 2 * t + (i & 1);
+        if (m_cols)
+            S[i] = v == k && k < p.K ? 1.0f : 0.0f;
+        else if (OUT && seg > 0)
+            S[i] = stitched_start(p, slot, hv, k, v);
+        else
+            S[i] = OUT && init && k < p.K && v < p.V
+                       ? state[kv ? k * s2 + v * s3 : v * s2 + k * s3]
+                       : 0.0f;
+    }
+    const seq_info s = seq_span(a.cu_seqlens, p.T, n);
+    const int64_t all = p.chunk_off[n + 1] - p.chunk_off[n];
+    const int64_t c0 = seg * p.segc, first = p.chunk_off[n] + c0;
+    const int64_t nch = all - c0 < p.segc ? all - c0 : p.segc;
+    __shared__ __align__(8) unsigned long long stage_bar[2];
+    const unsigned bar0 = static_cast<unsigned>(__cvta_generic_to_shared(stage_bar));
+    const int64_t kh = key_head_of(p, hv);
+    auto stage_into = [&](int i, int64_t c) {
+        if (threadIdx.x == 0)
+            stage_chunk_wg<KP, OUT>(p, sbase + i * L.stage, bar0 + 8 * i, c * p.HV + hv,
+                                    key_slot(p, c, kh), v0, !m_cols);
+    };
+    float next_decay = 0.0f;
+    if (nch > 0) {
+        if (threadIdx.x == 0) {
+            mbar_init(bar0);
+            mbar_init(bar0 + 8);
+        }
+        __syncthreads(); // the barriers are initialised
+        stage_into(0, first);
+        next_decay = p.gl[first * p.HV + hv];
+    }
+    for (int64_t j = 0; j < nch; j++) {
+        const int64_t ch = (first + j) * p.HV + hv, tok0 = s.t0 + kC * (c0 + j);
+        const int len = (int)(s.len - kC * (c0 + j) < kC ? s.len - kC * (c0 + j) : kC);
+        const unsigned sst = sbase + (unsigned)(j & 1) * L.stage;
+        const unsigned char *stg = smem + (j & 1) * L.stage;
+        mbar_wait(bar0 + 8 * (unsigned)(j & 1), (unsigned)(j >> 1) & 1u);
+        // chunk j is in; every thread is done with chunk j - 1 (its products waited for, the
+        // output tile stored), so stage (j + 1) & 1 and the tile are free
+        if (j > 0)
+            __syncthreads();
+        const float decay = next_decay;
+        if (j + 1 < nch) {
+            stage_into((int)((j + 1) & 1), first + j + 1);
+            next_decay = p.gl[ch + p.HV];
+        }
+        // S^T as hi + lo A fragments: k-step ks holds keys 16ks..16ks+15
+        unsigned sh[NKS][4], sl[NKS][4];
+#pragma unroll
+        for (int ks = 0; ks < NKS; ks++)
+#pragma unroll
+            for (int q = 0; q < 4; q++)
+                split_pair<P>(S[8 * ks + 2 * q], S[8 * ks + 2 * q + 1], sh[ks][q], sl[ks][q]);
+        // acc: columns 0..63 start as -U^T and end as -V'^T (value rows x chunk rows), columns
+        // 64..127 (output pass) as O^T = S^T Q^T
+        constexpr int NA = OUT ? 64 : 32;
+        float acc[NA];
+        const float *Us = reinterpret_cast<const float *>(stg + L.u);
+#pragma unroll
+        for (int i = 0; i < NA; i++) {
+            const int v = vr + 8 * ((i >> 1) & 1), c = 8 * ((i >> 2) & 7) + 2 * t + (i & 1);
+            acc[i] = m_cols || i >= 32 ? 0.0f : -Us[((v >> 5) * kC + c) * kUld + (v & 31)];
+        }
+        wg_fence();
+#pragma unroll
+        for (int ks = 0; ks < NKS; ks++) {
+            const unsigned at = (unsigned)((ks >> 2) * kPanelBytes + (ks & 3) * 32);
+            // W's panel ks / 4 is panel 2 (ks / 4) of wq, with Q's next to it
+            const uint64_t dwq = wg_desc(sst + L.wq + at + (ks >> 2) * kPanelBytes, 16, 1024);
+            const uint64_t dwl = wg_desc(sst + L.wl + at, 16, 1024);
+            if constexpr (OUT) {
+                wg_mma_n128<P::is_f16, 1, 0>(acc, sh[ks], dwq);
+                wg_mma_n128<P::is_f16, 1, 0>(acc, sl[ks], dwq);
+            } else {
+                wg_mma_n64<P::is_f16, 1, 0>(acc, sh[ks], dwq);
+                wg_mma_n64<P::is_f16, 1, 0>(acc, sl[ks], dwq);
+            }
+            wg_mma_n64<P::is_f16, 1, 0>(acc, sh[ks], dwl);
+        }
+        wg_commit_wait();
+        // V'^T as A fragments over the chunk's rows: once rounded for Aqk V', and scaled by the
+        // update's factor as hi + lo
+        const float *ek = reinterpret_cast<const float *>(stg + L.ek);
+        unsigned vs[4][4], vh[4][4], vl[4][4];
+#pragma unroll
+        for (int ks = 0; ks < 4; ks++)
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                const int i = 8 * ks + 2 * q, c = 16 * ks + 8 * (q >> 1) + 2 * t;
+                const float2 f = *reinterpret_cast<const float2 *>(ek + c);
+                const float x = -acc[i], y = -acc[i + 1];
+                vs[ks][q] = P::pack(x, y);
+                split_pair<P>(x * f.x, y * f.y, vh[ks][q], vl[ks][q]);
+            }
+        float *ot = acc + (OUT ? 32 : 0); // O^T (output pass)
+        if (OUT) {
+            const float *eg = reinterpret_cast<const float *>(stg + L.eg);
+#pragma unroll
+            for (int i = 0; i < 32; i++)
+                ot[i] *= eg[8 * (i >> 2) + 2 * t + (i & 1)];
+        }
+#pragma unroll
+        for (int i = 0; i < NS; i++)
+            S[i] *= decay;
+        wg_fence();
+#pragma unroll
+        for (int ks = 0; ks < 4; ks++) {
+            const uint64_t dk = wg_desc(sst + L.k + ks * 2048, kPanelBytes, 1024);
+            wg_mma_state<P, KP, 1, 1>(S, vh[ks], dk);
+            wg_mma_state<P, KP, 1, 1>(S, vl[ks], dk);
+            if (OUT)
+                wg_mma_n64<P::is_f16, 1, 0>(ot, vs[ks], wg_desc(sst + L.a + ks * 32, 16, 1024));
+        }
+        wg_commit_wait();
+        if (OUT)
+            store_out_wg<P>(a.out, smem + L.out, ot, s.row, tok0, hv, v0, len, (int)p.V);
+    }
+    if (!OUT) { // [M | N] of this segment, columns tile * 64 ..
+        float *MN = p.maps + (slot * p.HV + hv) * (int64_t)KP * (KP + d.VP);
+#pragma unroll
+        for (int i = 0; i < NS; i++) {
+            const int v = vr + 8 * ((i >> 1) & 1), k = 8 * (i >> 2) + 2 * t + (i & 1);
+            MN[k * (KP + d.VP) + tile * kWgCols + v] = S[i];
+        }
+        return;
+    }
+    if (!state || !last_seg)
+        return;
+#pragma unroll
+    for (int i = 0; i < NS; i++) {
+        const int v = v0 + vr + 8 * ((i >> 1) & 1), k = 8 * (i >> 2) + 2 * t + (i & 1);
+        if (k < p.K && v < p.V)
+            state[kv ? k * s2 + v * s3 : v * s2 + k * s3] = S[i];
+    }
+#else
+    (void)p;
+#endif
+}
+
 int elem_size(gdn_dtype dt) { return dt == GDN_F32 ? 4 : 2; }
 
 // Chunk slots the workspace holds: every sequence's chunks, bounded without reading
@@ -1580,11 +1946,73 @@ int device_sms()
     return sms;
 }
 
+int max_shared_optin()
+{
+    int dev = 0, bytes = 0;
+    cudaGetDevice(&dev);
+    if (cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) !=
+        cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return bytes;
+}
+
+// Whether the current device runs chunk_state_wg's sm_90a code (not an image built for another
+// architecture, where the kernel is empty). Asked once per device.
+bool wg_loaded()
+{
+    static signed char known[64];
+    int dev = 0;
+    cudaGetDevice(&dev);
+    if (dev < 0 || dev >= 64)
+        return false;
+    if (!known[dev]) {
+        cudaFuncAttributes fa;
+        const bool ok = cudaFuncGetAttributes(&fa, chunk_state_wg<prec_bf16, 128, true>) ==
+                            cudaSuccess &&
+                        fa.ptxVersion >= 90 && fa.binaryVersion == 90;
+        cudaGetLastError();
+        known[dev] = ok ? 1 : -1;
+    }
+    return known[dev] > 0;
+}
+
+// Whether the unsplit mma.sync state pass would leave most SMs idle: at most half as many
+// (32-column tile, head, sequence) blocks as SMs. Such calls are split into segments.
+bool few_state_blocks(const gdn_delta_rule_problem *p)
+{
+    return 2 * (round_up(p->V, kVT) / kVT) * p->HV * p->seqs.count <= device_sms();
+}
+
+// Whether this call's state pass runs chunk_state_wg or chunk_state_tc. chunk_state_wg needs
+// 16-bit inputs, K and V in {64, 128} after rounding up to 32 (V: a multiple of 64), its shared
+// memory and the sm_90a code loaded; it runs the calls that are split into segments (few heads
+// and sequences), where it measured 10-25% faster than chunk_state_tc, and not the others,
+// where chunk_state_tc's 128-plus blocks of 32 columns measured 5-10% faster than its half as
+// many of 64 (H200; docs/PERFORMANCE.md). GDN_CUDA_STATE_PASS=mma or wgmma forces one (tests,
+// comparisons; wgmma only where it can run).
+bool use_wg(const gdn_delta_rule_problem *p)
+{
+    if (elem_size(p->a.q.dtype) != 2)
+        return false;
+    const int64_t KP = round_up(p->K, 32), VP = round_up(p->V, 32);
+    if ((KP != 64 && KP != 128) || VP % kWgCols != 0)
+        return false;
+    const char *e = getenv("GDN_CUDA_STATE_PASS");
+    if (e && strcmp(e, "mma") == 0)
+        return false;
+    if (max_shared_optin() < wg_layout_for((int)KP).bytes + 16 || !wg_loaded())
+        return false;
+    return (e && strcmp(e, "wgmma") == 0) || few_state_blocks(p);
+}
+
 // Chunks per segment (sequence splitting, above chunk_state_tc). Split only 16-bit inputs, and
-// only when the unsplit pass has at most half as many blocks as the GPU has SMs (the state pass
-// runs one block per SM); then into G segments per sequence such that the maps' pass (K / 32
-// more tiles per head) still fits one wave. GDN_CUDA_SEGMENT_CHUNKS=n forces n (testing and
-// benchmarking). Returns at least every sequence's chunk count when not splitting.
+// only when few_state_blocks (the state pass runs one block per SM); then into G segments per
+// sequence such that the maps' pass (K / cols more tiles per head, cols the state pass's tile
+// width) still fits one wave.
+// GDN_CUDA_SEGMENT_CHUNKS=n forces n (testing and benchmarking). Returns at least every
+// sequence's chunk count when not splitting.
 int64_t segment_chunks(const gdn_delta_rule_problem *p)
 {
     const int64_t most = (p->T + kC - 1) / kC > 1 ? (p->T + kC - 1) / kC : 1;
@@ -1593,11 +2021,12 @@ int64_t segment_chunks(const gdn_delta_rule_problem *p)
     const char *e = getenv("GDN_CUDA_SEGMENT_CHUNKS");
     if (e && atoll(e) > 0)
         return atoll(e) < most ? atoll(e) : most;
-    const int64_t N = p->seqs.count, KT = round_up(p->K, 32) / kVT, VT = round_up(p->V, 32) / kVT;
-    const int64_t sms = device_sms();
-    if (2 * VT * p->HV * N > sms)
+    if (!few_state_blocks(p))
         return most;
-    const int64_t G = 1 + sms / ((KT + VT) * p->HV * N);
+    const int64_t cols = use_wg(p) ? kWgCols : kVT;
+    const int64_t N = p->seqs.count, KT = round_up(p->K, cols) / cols;
+    const int64_t VT = round_up(p->V, cols) / cols;
+    const int64_t G = 1 + device_sms() / ((KT + VT) * p->HV * N);
     const int64_t per_seq = p->seqs.cu_seqlens ? (most + N - 1) / N : most;
     const int64_t segc = (per_seq + G - 1) / G;
     return segc >= 4 && segc < per_seq ? segc : most; // below 4 chunks the stitch costs more
@@ -1648,20 +2077,24 @@ ws_layout workspace_layout(const gdn_delta_rule_problem *p)
     return w;
 }
 
-int max_shared_optin()
+// chunk_state_wg: `tiles` blocks per (head, segment slot).
+void launch_wg(void (*kernel)(ck_args), int64_t tiles, int bytes, const ck_args &k,
+               cudaStream_t stream)
 {
-    int dev = 0, bytes = 0;
-    cudaGetDevice(&dev);
-    if (cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) !=
-        cudaSuccess) {
-        cudaGetLastError();
-        return 0;
-    }
-    return bytes;
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    kernel<<<(unsigned)(tiles * k.HV * k.nslots), kWgThreads, bytes, stream>>>(k);
+}
+
+void launch_stitch(const ck_args &k, cudaStream_t stream)
+{
+    cudaFuncSetAttribute(stitch_starts, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         stitch_bytes());
+    stitch_starts<<<(unsigned)(k.N * k.HV * (k.d.VP / kStitchCols)), kStitchThreads,
+                    stitch_bytes(), stream>>>(k);
 }
 
 // The 16-bit kernels for K <= KP: the preparation, then the state pass (split calls first make
-// every segment's maps).
+// every segment's maps and stitch the segments' starting states).
 template <class P, int KP>
 void launch_tc(const ck_args &k, cudaStream_t stream)
 {
@@ -1670,12 +2103,26 @@ void launch_tc(const ck_args &k, cudaStream_t stream)
     if (k.nc > 0)
         chunk_prep_tc<P, KP><<<dim3((unsigned)k.nc, (unsigned)k.HV), kPrepThreads,
                                k.d.prep_tc_bytes, stream>>>(k);
+    const bool split = k.nslots > k.N;
+    if constexpr (KP == 64 || KP == 128) {
+        if (k.wg) {
+            constexpr int bytes = wg_layout_for(KP).bytes;
+            const int64_t VT = k.d.VP / kWgCols;
+            if (split) {
+                launch_wg(chunk_state_wg<P, KP, false>, KP / kWgCols + VT, bytes, k, stream);
+                launch_stitch(k, stream);
+            }
+            launch_wg(chunk_state_wg<P, KP, true>, VT, bytes, k, stream);
+            return;
+        }
+    }
     const int64_t VT = k.d.VP / kVT;
-    if (k.nslots > k.N) {
+    if (split) {
         cudaFuncSetAttribute(chunk_state_tc<P, KP, false>,
                              cudaFuncAttributeMaxDynamicSharedMemorySize, k.d.tc_bytes);
         const unsigned blocks = (unsigned)((KP / kVT + VT) * k.HV * k.nslots);
         chunk_state_tc<P, KP, false><<<blocks, kTcThreads, k.d.tc_bytes, stream>>>(k);
+        launch_stitch(k, stream);
     }
     cudaFuncSetAttribute(chunk_state_tc<P, KP, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                          k.d.tc_bytes);
@@ -1765,6 +2212,7 @@ extern "C" gdn_status cuda_delta_rule_chunked(gdn_context *ctx, const gdn_delta_
     k.W = base + w.W, k.Wl = base + w.Wl, k.Qd = base + w.Qd, k.Kd = base + w.Kd;
     k.U = base + w.U, k.Aq = base + w.Aq;
     k.segc = w.segc, k.nslots = w.nslots;
+    k.wg = use_wg(p);
     k.seg_off = reinterpret_cast<int64_t *>(base + w.seg_off);
     k.maps = reinterpret_cast<float *>(base + w.maps);
     cudaStream_t stream = cuda_stream(ctx);
