@@ -1394,6 +1394,34 @@ __global__ void __launch_bounds__(kStitchThreads) stitch_starts(const ck_args p)
     }
 }
 
+// Which (column tile, head, segment slot) a state-pass block runs, for tiles of `cols` value
+// columns. The maps pass (!OUT) has KP / cols more tiles per head: those below KP / cols are
+// columns of M (identity start, no U), the rest of N. False when the block has nothing to do:
+// past the last slot, or the map of a sequence's last segment (never used).
+struct state_block {
+    int tile, v0;             // tile index; its first column of V (of M for m_cols)
+    int64_t hv, slot, n, seg; // value head, segment slot, its sequence and segment there
+    bool last_seg, m_cols;
+};
+
+template <bool OUT>
+__device__ __forceinline__ bool state_block_for(const ck_args &p, int64_t id, int cols, int KP,
+                                                state_block &b)
+{
+    const int64_t ntiles = (OUT ? 0 : KP / cols) + p.d.VP / cols;
+    b.tile = (int)(id % ntiles);
+    b.hv = (id / ntiles) % p.HV, b.slot = id / (ntiles * p.HV);
+    if (b.slot >= p.seg_off[p.N])
+        return false;
+    b.n = sequence_of_slot(p, b.slot), b.seg = b.slot - p.seg_off[b.n];
+    b.last_seg = b.slot + 1 == p.seg_off[b.n + 1];
+    if (!OUT && b.last_seg)
+        return false;
+    b.m_cols = !OUT && b.tile < KP / cols;
+    b.v0 = (OUT || b.m_cols ? b.tile : b.tile - KP / cols) * cols;
+    return true;
+}
+
 // The state pass over one segment of one sequence for one 32-column tile of one head.
 // OUT: the output pass (pass 2 above, and the whole pass when the call is not split): tiles
 // over V, outputs written, the last segment's state to the pool. !OUT: the maps (pass 1): tiles
@@ -1413,18 +1441,12 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
     // S as two 16-bit tiles, Sh + Sl = S to about 16 bits, the right operand of W S and Q S
     E *const Sh = reinterpret_cast<E *>(smem + L.sb), *const Sl = Sh + KP * L.ldu;
     const gdn_delta_rule_args &a = p.a;
-    const int64_t ntiles = (OUT ? 0 : KP / kVT) + d.VP / kVT, id = blockIdx.x;
-    const int tile = (int)(id % ntiles);
-    const int64_t hv = (id / ntiles) % p.HV, slot = id / (ntiles * p.HV);
-    if (slot >= p.seg_off[p.N])
+    state_block b;
+    if (!state_block_for<OUT>(p, blockIdx.x, kVT, KP, b))
         return;
-    const int64_t n = sequence_of_slot(p, slot), seg = slot - p.seg_off[n];
-    const bool last_seg = slot + 1 == p.seg_off[n + 1];
-    if (!OUT && last_seg)
-        return; // the last segment's map is never used
-    // !OUT: tiles below KP / 32 are columns of M (identity start, no U), the rest of N
-    const bool m_cols = !OUT && tile < KP / kVT;
-    const int v0 = (OUT || m_cols ? tile : tile - KP / kVT) * kVT;
+    const int tile = b.tile, v0 = b.v0;
+    const int64_t hv = b.hv, slot = b.slot, n = b.n, seg = b.seg;
+    const bool last_seg = b.last_seg, m_cols = b.m_cols;
     const int warp = threadIdx.x >> 5, mt = warp & 3, nh = warp >> 2;
     float *state;
     bool init;
@@ -1760,17 +1782,12 @@ __global__ void __launch_bounds__(kWgThreads, 1) chunk_state_wg(const ck_args p)
     unsigned char *smem = smem_raw + (sbase - raw);
     const ck_dims &d = p.d;
     const gdn_delta_rule_args &a = p.a;
-    const int64_t ntiles = (OUT ? 0 : KP / kWgCols) + d.VP / kWgCols, id = blockIdx.x;
-    const int tile = (int)(id % ntiles);
-    const int64_t hv = (id / ntiles) % p.HV, slot = id / (ntiles * p.HV);
-    if (slot >= p.seg_off[p.N])
+    state_block b;
+    if (!state_block_for<OUT>(p, blockIdx.x, kWgCols, KP, b))
         return;
-    const int64_t n = sequence_of_slot(p, slot), seg = slot - p.seg_off[n];
-    const bool last_seg = slot + 1 == p.seg_off[n + 1];
-    if (!OUT && last_seg)
-        return;
-    const bool m_cols = !OUT && tile < KP / kWgCols;
-    const int v0 = (OUT || m_cols ? tile : tile - KP / kWgCols) * kWgCols;
+    const int tile = b.tile, v0 = b.v0;
+    const int64_t hv = b.hv, slot = b.slot, n = b.n, seg = b.seg;
+    const bool last_seg = b.last_seg, m_cols = b.m_cols;
     float *state;
     bool init;
     if (!sequence_state(p, n, hv, state, init))
