@@ -1626,9 +1626,9 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
 
 // ---- the state pass on warpgroup products (sm_90a) ------------------------------------------
 //
-// chunk_state_tc's pass for K, V in {64, 128} (KP = K, V a multiple of 64) with one warpgroup per
-// 64 value columns of a head, built on wgmma (cuda_wgmma.cuh). It runs the pass transposed, so
-// that the state is the products' left operand and stays in registers:
+// chunk_state_tc's pass for KP in {64, 128} and VP a multiple of 64 (K, V rounded up to 32),
+// one warpgroup per 64 value columns of a head, built on wgmma (cuda_wgmma.cuh). It runs the
+// pass transposed, so that the state is the products' left operand and stays in registers:
 //   V'^T = U^T - S^T W^T        (S^T: 64 value rows x KP, hi + lo; W, W lo from the stage)
 //   O^T  = (S^T Q^T) diag(scale e^G / ||q||) + V'^T Aqk^T
 //   S^T <- e^G_last S^T + (V'^T diag(e^(G_last - G) / ||k||)) K   (the scaled V'^T as hi + lo)
