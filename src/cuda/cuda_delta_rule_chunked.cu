@@ -1215,6 +1215,28 @@ __device__ __forceinline__ void stage_part(unsigned dst, const void *src, int by
     }
 }
 
+// Where chunk ch's parts of a state-pass stage lie in the 16-bit workspace (ks: its key head's
+// Qd / Kd block; u: U's 32-column tile holding value column v0, the next tile after it).
+struct chunk_parts {
+    const unsigned char *w, *wl, *q, *k, *u, *aq;
+};
+
+template <class E, int KP>
+__device__ __forceinline__ chunk_parts chunk_parts_of(const ck_args &p, int64_t ch, int64_t ks,
+                                                      int v0)
+{
+    constexpr int kb = tc_key_block(KP, sizeof(E)), ab = tc_aq_block(sizeof(E));
+    chunk_parts c;
+    c.w = static_cast<const unsigned char *>(p.W) + ch * kb;
+    c.wl = static_cast<const unsigned char *>(p.Wl) + ch * kb;
+    c.q = static_cast<const unsigned char *>(p.Qd) + ks * kb;
+    c.k = static_cast<const unsigned char *>(p.Kd) + ks * kb;
+    c.u = static_cast<const unsigned char *>(p.U) +
+          (ch * (p.d.VP / kVT) + v0 / kVT) * (int64_t)tc_u_tile();
+    c.aq = static_cast<const unsigned char *>(p.Aq) + ch * ab;
+    return c;
+}
+
 // Chunk ch's operands of the state pass (ks: its key head's Qd / Kd block) into the stage at
 // shared address `stage`: W and K' always, U's tile of this block's columns unless `u_in` is
 // false (a map's M columns: V' = -W S), Q' and Aqk only for the output pass (OUT). With bulk
@@ -1227,23 +1249,17 @@ __device__ __forceinline__ void stage_chunk(const ck_args &p, unsigned stage, un
     constexpr int es = sizeof(E), kb = tc_key_block(KP, es), ab = tc_aq_block(es),
                   ub = tc_u_tile();
     constexpr tc_layout L = tc_layout_for(KP, es);
-    const unsigned char *w = static_cast<const unsigned char *>(p.W) + ch * kb;
-    const unsigned char *wl = static_cast<const unsigned char *>(p.Wl) + ch * kb;
-    const unsigned char *q = static_cast<const unsigned char *>(p.Qd) + ks * kb;
-    const unsigned char *k = static_cast<const unsigned char *>(p.Kd) + ks * kb;
-    const unsigned char *u =
-        static_cast<const unsigned char *>(p.U) + (ch * (p.d.VP / kVT) + v0 / kVT) * ub;
-    const unsigned char *aq = static_cast<const unsigned char *>(p.Aq) + ch * ab;
+    const chunk_parts c = chunk_parts_of<E, KP>(p, ch, ks, v0);
     if (BULK)
         mbar_expect(bar, kb * (OUT ? 4 : 3) + (u_in ? ub : 0) + (OUT ? ab : 0));
-    stage_part<BULK>(stage + L.w, w, kb, bar);
-    stage_part<BULK>(stage + L.wl, wl, kb, bar);
-    stage_part<BULK>(stage + L.k, k, kb, bar);
+    stage_part<BULK>(stage + L.w, c.w, kb, bar);
+    stage_part<BULK>(stage + L.wl, c.wl, kb, bar);
+    stage_part<BULK>(stage + L.k, c.k, kb, bar);
     if (u_in)
-        stage_part<BULK>(stage + L.u, u, ub, bar);
+        stage_part<BULK>(stage + L.u, c.u, ub, bar);
     if (OUT) {
-        stage_part<BULK>(stage + L.q, q, kb, bar);
-        stage_part<BULK>(stage + L.a, aq, ab, bar);
+        stage_part<BULK>(stage + L.q, c.q, kb, bar);
+        stage_part<BULK>(stage + L.a, c.aq, ab, bar);
     }
     if (!BULK)
         cp_async_commit();
@@ -1672,28 +1688,27 @@ template <int KP, bool OUT>
 __device__ __forceinline__ void stage_chunk_wg(const ck_args &p, unsigned stage, unsigned bar,
                                                int64_t ch, int64_t ks, int v0, bool u_in)
 {
-    constexpr int kb = kC * KP * 2, ab = kC * kC * 2, ub = (kWgCols / kVT) * tc_u_tile();
+    using E = __nv_bfloat16; // the workspace's 16-bit blocks are the same for f16
+    constexpr int kb = tc_key_block(KP, 2), ab = tc_aq_block(2);
+    constexpr int ub = (kWgCols / kVT) * tc_u_tile();
     constexpr wg_layout L = wg_layout_for(KP);
-    const unsigned char *u = static_cast<const unsigned char *>(p.U) +
-                             (ch * (p.d.VP / kVT) + v0 / kVT) * (int64_t)tc_u_tile();
+    const chunk_parts c = chunk_parts_of<E, KP>(p, ch, ks, v0);
     mbar_expect(bar, 3 * kb + kC * 4 + (u_in ? ub : 0) + (OUT ? kb + ab + kC * 4 : 0));
     if (u_in)
-        stage_part<true>(stage + L.u, u, ub, bar);
-    const unsigned char *w = static_cast<const unsigned char *>(p.W) + ch * kb;
-    const unsigned char *q = static_cast<const unsigned char *>(p.Qd) + ks * kb;
+        stage_part<true>(stage + L.u, c.u, ub, bar);
 #pragma unroll
     for (int pn = 0; pn < KP / kPanel; pn++) {
-        stage_part<true>(stage + L.wq + 2 * pn * kPanelBytes, w + pn * kPanelBytes, kPanelBytes,
-                         bar);
+        stage_part<true>(stage + L.wq + 2 * pn * kPanelBytes, c.w + pn * kPanelBytes,
+                         kPanelBytes, bar);
         if (OUT)
-            stage_part<true>(stage + L.wq + (2 * pn + 1) * kPanelBytes, q + pn * kPanelBytes,
+            stage_part<true>(stage + L.wq + (2 * pn + 1) * kPanelBytes, c.q + pn * kPanelBytes,
                              kPanelBytes, bar);
     }
-    stage_part<true>(stage + L.wl, static_cast<const unsigned char *>(p.Wl) + ch * kb, kb, bar);
-    stage_part<true>(stage + L.k, static_cast<const unsigned char *>(p.Kd) + ks * kb, kb, bar);
+    stage_part<true>(stage + L.wl, c.wl, kb, bar);
+    stage_part<true>(stage + L.k, c.k, kb, bar);
     stage_part<true>(stage + L.ek, p.ek + ch * kC, kC * 4, bar);
     if (OUT) {
-        stage_part<true>(stage + L.a, static_cast<const unsigned char *>(p.Aq) + ch * ab, ab, bar);
+        stage_part<true>(stage + L.a, c.aq, ab, bar);
         stage_part<true>(stage + L.eg, p.eg + ch * kC, kC * 4, bar);
     }
 }
@@ -2030,7 +2045,7 @@ bool use_wg(const gdn_delta_rule_problem *p)
 // width) still fits one wave.
 // GDN_CUDA_SEGMENT_CHUNKS=n forces n (testing and benchmarking). Returns at least every
 // sequence's chunk count when not splitting.
-int64_t segment_chunks(const gdn_delta_rule_problem *p)
+int64_t segment_chunks(const gdn_delta_rule_problem *p, bool wg)
 {
     const int64_t most = (p->T + kC - 1) / kC > 1 ? (p->T + kC - 1) / kC : 1;
     if (elem_size(p->a.q.dtype) != 2)
@@ -2040,7 +2055,7 @@ int64_t segment_chunks(const gdn_delta_rule_problem *p)
         return atoll(e) < most ? atoll(e) : most;
     if (!few_state_blocks(p))
         return most;
-    const int64_t cols = use_wg(p) ? kWgCols : kVT;
+    const int64_t cols = wg ? kWgCols : kVT;
     const int64_t N = p->seqs.count, KT = round_up(p->K, cols) / cols;
     const int64_t VT = round_up(p->V, cols) / cols;
     const int64_t G = 1 + device_sms() / ((KT + VT) * p->HV * N);
@@ -2059,6 +2074,7 @@ int64_t segment_slots(const gdn_delta_rule_problem *p, int64_t segc)
 struct ws_layout {
     size_t off, gl, eg, ek, W, Wl, Qd, Kd, U, Aq, seg_off, maps, total;
     int64_t segc, nslots;
+    bool wg; // the state pass is chunk_state_wg (use_wg), decided once for both
 };
 
 ws_layout workspace_layout(const gdn_delta_rule_problem *p)
@@ -2085,7 +2101,8 @@ ws_layout workspace_layout(const gdn_delta_rule_problem *p)
     w.Kd = take(nqk * kblk);
     w.U = take(nch * ublk);
     w.Aq = take(nch * ablk);
-    w.segc = segment_chunks(p);
+    w.wg = use_wg(p);
+    w.segc = segment_chunks(p, w.wg);
     w.nslots = segment_slots(p, w.segc);
     w.seg_off = take((size_t)(p->seqs.count + 1) * sizeof(int64_t));
     const bool split = w.nslots > p->seqs.count;
@@ -2229,7 +2246,7 @@ extern "C" gdn_status cuda_delta_rule_chunked(gdn_context *ctx, const gdn_delta_
     k.W = base + w.W, k.Wl = base + w.Wl, k.Qd = base + w.Qd, k.Kd = base + w.Kd;
     k.U = base + w.U, k.Aq = base + w.Aq;
     k.segc = w.segc, k.nslots = w.nslots;
-    k.wg = use_wg(p);
+    k.wg = w.wg;
     k.seg_off = reinterpret_cast<int64_t *>(base + w.seg_off);
     k.maps = reinterpret_cast<float *>(base + w.maps);
     cudaStream_t stream = cuda_stream(ctx);
