@@ -231,12 +231,38 @@ static void print_prefill_json(FILE *jf, const prefill_row *rows, gdn_context *c
     }
 }
 
+/* "1,16,64" into at most 8 batch sizes >= 1; prints the error and returns 1 on bad input. */
+static int parse_batches(const char *s, int64_t *b, int *n)
+{
+    int k = 0;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        long long x = strtoll(p, &end, 10);
+        if (end == p || x < 1 || x > 4096 || k == 8 || (*end && *end != ',')) {
+            fprintf(stderr, "gdn bench: --batches is '%s', expected up to 8 comma-separated "
+                            "batch sizes in 1..4096\n", s);
+            return 1;
+        }
+        b[k++] = x;
+        p = *end ? end + 1 : end;
+    }
+    if (!k) {
+        fprintf(stderr, "gdn bench: --batches is empty\n");
+        return 1;
+    }
+    *n = k;
+    return 0;
+}
+
 int cmd_bench(int argc, char **argv)
 {
     /* --json FILE is bench's own option; the rest are the common ones */
     const char *json_path = NULL;
     gdn_state_layout layout = GDN_STATE_KV;
     const char *op = "all"; /* --op decode|prefill: only those rows (cuda) */
+    int64_t batches[8] = {1, 16, 64, 256}; /* --batches B1,B2,...: the decode rows */
+    int nb = 4;
     char *rest[64];
     int n = 0;
     for (int i = 0; i < argc && n < 63; i++) {
@@ -246,6 +272,10 @@ int cmd_bench(int argc, char **argv)
             layout = !strcmp(argv[++i], "vk") ? GDN_STATE_VK : GDN_STATE_KV;
         else if (!strcmp(argv[i], "--op") && i + 1 < argc)
             op = argv[++i];
+        else if (!strcmp(argv[i], "--batches") && i + 1 < argc) {
+            if (parse_batches(argv[++i], batches, &nb))
+                return 2;
+        }
         else
             rest[n++] = argv[i];
     }
@@ -277,11 +307,10 @@ int cmd_bench(int argc, char **argv)
         copy = dev_copy_gbps(stream, (size_t)1 << 30);
     }
     rng r = rng_seed(o.seed);
-    static const int64_t batches[] = {1, 16, 64, 256};
-    bench_row rows[4];
+    bench_row rows[8];
     memset(rows, 0, sizeof rows);
     int rc = 0;
-    for (int i = 0; i < 4 && do_decode && !rc; i++) {
+    for (int i = 0; i < nb && do_decode && !rc; i++) {
         if (!o.json)
             fprintf(stderr, "[gdn bench] decode B=%lld on %s\n", (long long)batches[i],
                     gdn_backend_name(be));
@@ -307,7 +336,7 @@ int cmd_bench(int argc, char **argv)
     }
     if (jf) {
         fprintf(jf, "[");
-        for (int i = 0; i < 4 && do_decode; i++) {
+        for (int i = 0; i < nb && do_decode; i++) {
             const bench_row *w = &rows[i];
             /* bandwidth fractions: only where copies were measured */
             char frac[32] = "null", like[32] = "null", like_frac[32] = "null";
@@ -342,7 +371,7 @@ int cmd_bench(int argc, char **argv)
             printf("device-to-device copy: %.0f GB/s (read + write)\n", copy);
         printf("%6s %12s %12s %14s %12s %12s %15s %13s\n", "B", "us/step", "eager us",
                "tokens/s", "state GB/s", "bw_fraction", "copy-like GB/s", "vs copy-like");
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < nb; i++)
             printf("%6lld %12.2f %12.2f %14.0f %12.1f %12.3f %15.1f %13.3f\n", (long long)rows[i].B,
                    1e3 * rows[i].ms, 1e3 * rows[i].eager_ms, rows[i].B / (rows[i].ms * 1e-3),
                    rows[i].state_gb_s, device ? rows[i].state_gb_s / copy : 0.0,

@@ -17,7 +17,7 @@ static void usage(FILE *f)
             "  check   conformance sweep of every op on random problems against the reference\n"
             "  bench   decode benchmark (B = 1, 16, 64, 256; HV=32, H=16, K=V=128), cuda prefill\n"
             "          rows, cpu prefill and decode rows; --json FILE, --layout kv|vk,\n"
-            "          --op decode|prefill|all (cuda)\n"
+            "          --op decode|prefill|all (cuda), --batches B1,B2,... (cuda decode rows)\n"
             "  info    version, compiled backends, CPU features, CUDA devices\n"
             "\n"
             "options:\n"
