@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine, in one command: build with CUDA (sm_80 + sm_90a), run every test (CPU and
-# GPU; ctest's test_cuda_tile64 reruns test_cuda with 64-wide decode tiles forced), `gdn check
-# --backend cuda` (twice: the second with 64-wide decode tiles), `gdn bench
+# GPU; ctest's test_cuda_tile32/64 rerun test_cuda with the decode tile kernel forced), `gdn check
+# --backend cuda` (three times: as chosen, then with 32- and 64-wide decode tiles), `gdn bench
 # --backend cuda` (decode and prefill rows; decode in the VK layout too), the
 # demo, the Python tests, and FLA side by side (decode and prefill) when its
 # code is in .fla/. Logs and JSON go to $OUT (or ./gpu-out); a short table is printed last.
@@ -20,11 +20,13 @@ ctest --test-dir build --output-on-failure > "$out/ctest.log" 2>&1; ctest_rc=$?
 grep -E "tests passed|Failed|Skipped|\(Failed\)|\*\*\*" "$out/ctest.log"
 ./build/tools/gdn check --backend cuda > "$out/check_cuda.txt" 2>&1; check_rc=$?
 tail -3 "$out/check_cuda.txt"
-# the decode kernels' 64-wide tiles run only for large batches: gdn check's cases with them forced
-# (ctest's test_cuda_tile64 does the same for test_cuda)
-GDN_CUDA_DECODE_TILE=64 ./build/tools/gdn check --backend cuda > "$out/check_cuda_tile64.txt" 2>&1 ||
-  check_rc="$check_rc+tile64"
-grep -E "passed|FAIL|error" "$out/check_cuda_tile64.txt" | tail -3
+# gdn check's problems are small (the decode kernel's warp tiles): its cases again with the tile
+# kernel that larger batches run, both widths (ctest's test_cuda_tile32/64 do the same for test_cuda)
+for tile in 32 64; do
+  GDN_CUDA_DECODE_TILE=$tile ./build/tools/gdn check --backend cuda > "$out/check_cuda_tile$tile.txt" 2>&1 ||
+    check_rc="$check_rc+tile$tile"
+  grep -E "passed|FAIL|error" "$out/check_cuda_tile$tile.txt" | tail -3
+done
 ./build/tools/gdn bench --backend cuda --op decode --layout vk > "$out/bench_cuda_vk.txt" 2>&1
 ./build/tools/gdn bench --backend cuda --json "$out/bench_cuda.json" > "$out/bench_cuda.txt" 2>&1
 ./build/tools/gdn demo --backend cuda --dtype bf16 > "$out/demo_cuda.txt" 2>&1; demo_rc=$?

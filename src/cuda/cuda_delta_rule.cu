@@ -1,20 +1,23 @@
 // The fused recurrent gated delta rule on CUDA: decode (T = 1) and short multi-token calls.
 //
-// Work is cut into tiles: K x TILE of one head's state (TILE value columns in the KV layout, value
-// rows in VK), TILE = 32 or 64, so even batch-1 decode has V/TILE * HV blocks. Each state element
-// is read once and written once per call, 16 bytes at a time.
+// Two kernels, picked by decode_tile. Each reads every state element once and writes it once per
+// call, 16 bytes at a time.
 //
-// One 128-thread block per tile. The tile lives in shared memory in per-thread slots (slot i of
-// thread t at i * 128 + t), brought in with cp.async: the bytes in flight hold no registers, and
-// each thread only ever touches its own slots, so loading needs no barrier. Registers stay low
-// and many blocks fit on an SM, which is what keeps enough state in flight (docs/PERFORMANCE.md
-// has the variants measured: registers-resident tiles, persistent double-buffered blocks and
-// barrier-free warp strips were all slower).
+// recurrent_warps (small batches, and the VK layout): one warp owns K x 8 of one head's state in
+// registers; nothing is shared between warps, so there is no barrier, and a step's chain is two
+// global round trips (slot lookup, then state and token together) before the stores.
 //
-// Per token a block stages q, k, v and the gates, makes one pass over its slots for k^T S' and
-// q^T S' (S' the decayed state), reduces them, and a second pass writes S' + k u^T (back to the
-// slots between tokens, to the pool after the last). The output uses
-// o = scale * (q^T S' + (q . k) u), so both reductions come from the first pass.
+// recurrent_tiles (larger KV batches): work is cut into tiles of K x TILE (TILE = 32 or 64 value
+// columns in the KV layout, value rows in VK), one 128-thread block per tile. The tile lives in
+// shared memory in per-thread slots (slot i of thread t at i * 128 + t), brought in with
+// cp.async: the bytes in flight hold no registers, and each thread only ever touches its own
+// slots, so loading needs no barrier. Registers stay low and many blocks fit on an SM, which is
+// what keeps enough state in flight at large batches (docs/PERFORMANCE.md has the variants
+// measured). Per token a block stages q, k, v and the gates, makes one pass over its slots for
+// k^T S' and q^T S' (S' the decayed state), reduces them, and a second pass writes S' + k u^T
+// (back to the slots between tokens, to the pool after the last).
+//
+// Both use o = scale * (q^T S' + (q . k) u), so both reductions come from the first pass.
 #include "cuda_common.cuh"
 
 #include <math.h>
@@ -433,6 +436,255 @@ struct vk_tile {
     }
 };
 
+// ---- small batches: one warp per 8 value columns, the state in registers ----
+//
+// With few tiles (batch-1 decode: 128 of 32 columns) a step lasts as long as one tile's chain of
+// dependent steps, not as long as its bytes take. Here a warp owns K x 8 of one head's state in
+// registers and shares nothing with other warps: no barrier, the reductions over K are shuffles.
+// The chain is kept to two global round trips: the token's loads go out first (they need no
+// slot), then the slot lookup, then the state's loads; q, k and v are read with their type known
+// at compile time, so no load waits behind a branch on the dtype (with the runtime switch of ld()
+// every element's load sat in its own branch region and the loads ran one after another).
+//
+// Lane l = 2a + h holds values v = vbase + 4h .. +3 of keys k = 4 (a + 16 m) + i (m < KT / 64,
+// i < 4). In the KV layout a lane's 16-byte piece is key k's four values (lane pairs read whole
+// 32-byte sectors); in VK it is value v's four keys 4 (a + 16 m) .. +3 (16 lanes read 256
+// contiguous bytes). Either way the reductions over K run over a (shuffles xor 2 .. 16).
+
+constexpr int kWarpCols = 8;
+// The warp kernel runs calls of at most this many 32-column tiles (see decode_tile).
+constexpr int kWarpTiles32 = 2048;
+
+__device__ __forceinline__ float to_f32(float x) { return x; }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
+
+// ld() without a branch around the load: both widths are predicated loads, so the warp goes on
+// issuing while the element is in flight.
+template <class Tensor>
+__device__ __forceinline__ float ld_nowait(const Tensor &t, int64_t off)
+{
+    const bool wide = t.dtype == GDN_F32;
+    const float f = wide ? static_cast<const float *>(t.data)[off] : 0.0f;
+    const unsigned short h = wide ? 0 : static_cast<const unsigned short *>(t.data)[off];
+    if (wide)
+        return f;
+    return t.dtype == GDN_BF16 ? __uint_as_float((unsigned)h << 16)
+                               : __half2float(__ushort_as_half(h));
+}
+
+__device__ __forceinline__ int warp_key(int m, int i) { return 4 * ((threadIdx.x & 31) / 2 + 16 * m) + i; }
+
+// One token of the warp's tile: the lane's q and k elements, its four values (as loaded: they are
+// converted when used, so that no conversion waits for its load while later loads are still to
+// be issued), g and beta (the in-kernel gating is applied when the token is used).
+template <int KT, class E>
+struct warp_token {
+    static constexpr int M = KT / 64;
+    E q[M][4], k[M][4], v[4];
+    float g, b;
+
+    __device__ void load(const dr_args &p, const tile_task &t, int64_t tok)
+    {
+        const dr_tensors &a = p.a;
+        const int64_t row = t.seq.row, v0 = t.vbase + 4 * (threadIdx.x & 1);
+        const E *qp = static_cast<const E *>(a.q.data) + row * a.q.stride[0] +
+                      tok * a.q.stride[1] + t.kh * a.q.stride[2];
+        const E *kp = static_cast<const E *>(a.k.data) + row * a.k.stride[0] +
+                      tok * a.k.stride[1] + t.kh * a.k.stride[2];
+        const E *vp = static_cast<const E *>(a.v.data) + row * a.v.stride[0] +
+                      tok * a.v.stride[1] + t.hv * a.v.stride[2];
+#pragma unroll
+        for (int m = 0; m < M; m++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int key = warp_key(m, i);
+                q[m][i] = key < p.K ? qp[key] : E(0.0f);
+                k[m][i] = key < p.K ? kp[key] : E(0.0f);
+            }
+#pragma unroll
+        for (int c = 0; c < 4; c++)
+            v[c] = v0 + c < p.V ? vp[v0 + c] : E(0.0f);
+        g = a.g.data ? ld_nowait(a.g, row * a.g.stride[0] + tok * a.g.stride[1] +
+                                          t.hv * a.g.stride[2])
+                     : 0.0f;
+        b = ld_nowait(a.beta, row * a.beta.stride[0] + tok * a.beta.stride[1] +
+                                  t.hv * a.beta.stride[2]);
+    }
+};
+
+// The warp's K x 8 piece of the state: s[m][i][c] at key 4 (a + 16 m) + i, value vbase + 4h + c.
+template <int KT, bool KV>
+struct warp_state {
+    static constexpr int M = KT / 64;
+    float s[M][4][4];
+
+    // Piece j of group m: key 4 (a + 16 m) + j's four values (KV), or value vbase + 4h + j's
+    // four keys (VK); its address and whether it is inside the state.
+    __device__ static float *piece(const dr_args &p, const tile_task &t, int m, int j, bool &in)
+    {
+        const int64_t rs = p.a.state.stride[2], v0 = t.vbase + 4 * (threadIdx.x & 1);
+        if (KV) {
+            const int k = warp_key(m, j);
+            in = k < p.K && v0 < p.V;
+            return t.state + k * rs + v0;
+        }
+        in = v0 + j < p.V && warp_key(m, 0) < p.K;
+        return t.state + (v0 + j) * rs + warp_key(m, 0);
+    }
+
+    __device__ void load(const dr_args &p, const tile_task &t)
+    {
+#pragma unroll
+        for (int m = 0; m < M; m++)
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                bool in;
+                const float *src = piece(p, t, m, j, in);
+                const float4 x = in && t.init ? __ldcs(reinterpret_cast<const float4 *>(src))
+                                              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                const float e[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    if (KV)
+                        s[m][j][c] = e[c];
+                    else
+                        s[m][c][j] = e[c];
+                }
+            }
+    }
+
+    __device__ void store(const dr_args &p, const tile_task &t) const
+    {
+#pragma unroll
+        for (int m = 0; m < M; m++)
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                bool in;
+                float *dst = piece(p, t, m, j, in);
+                const float4 y = KV ? make_float4(s[m][j][0], s[m][j][1], s[m][j][2], s[m][j][3])
+                                    : make_float4(s[m][0][j], s[m][1][j], s[m][2][j], s[m][3][j]);
+                if (in)
+                    __stcs(reinterpret_cast<float4 *>(dst), y);
+            }
+    }
+};
+
+// Sum over the 16 lanes of a pair index a (the lanes sharing h).
+__device__ __forceinline__ float sum_over_keys(float x)
+{
+#pragma unroll
+    for (int o = 2; o < 32; o <<= 1)
+        x += __shfl_xor_sync(0xffffffffu, x, o);
+    return x;
+}
+
+// One token through the warp's state: o = scale (q^T S' + (q . k) u), S' = e^g S,
+// u = beta (v - k^T S'), then S = S' + k u^T (q and k L2-normalised first when asked).
+template <int KT, bool KV, class E>
+__device__ __forceinline__ void warp_step(const dr_args &p, const tile_task &t, int64_t tok,
+                                          const warp_token<KT, E> &x, warp_state<KT, KV> &w)
+{
+    constexpr int M = KT / 64;
+    const dr_tensors &a = p.a;
+    float q[M][4], k[M][4];
+    float sq = 0.0f, sk = 0.0f, qk = 0.0f, pk[4], pq[4];
+#pragma unroll
+    for (int m = 0; m < M; m++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            q[m][i] = to_f32(x.q[m][i]), k[m][i] = to_f32(x.k[m][i]);
+            sq += q[m][i] * q[m][i];
+            sk += k[m][i] * k[m][i];
+            qk += q[m][i] * k[m][i];
+        }
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+        pk[c] = pq[c] = 0.0f;
+#pragma unroll
+        for (int m = 0; m < M; m++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                pk[c] += k[m][i] * w.s[m][i][c];
+                pq[c] += q[m][i] * w.s[m][i][c];
+            }
+    }
+    sq = sum_over_keys(sq), sk = sum_over_keys(sk), qk = sum_over_keys(qk);
+#pragma unroll
+    for (int c = 0; c < 4; c++)
+        pk[c] = sum_over_keys(pk[c]), pq[c] = sum_over_keys(pq[c]);
+    float g = x.g, b = x.b;
+    if (a.gate_in_kernel) {
+        g = gate_g(a.gating, t.hv, g);
+        b = gate_beta(a.gating, b);
+    }
+    const float decay = expf(g);
+    const float inv_q = a.qk_l2norm ? 1.0f / sqrtf(sq + GDN_L2NORM_EPS) : 1.0f;
+    const float inv_k = a.qk_l2norm ? 1.0f / sqrtf(sk + GDN_L2NORM_EPS) : 1.0f;
+    const float qkn = qk * inv_q * inv_k;
+    const int64_t v0 = t.vbase + 4 * (threadIdx.x & 1);
+    const int64_t oo = t.seq.row * a.out.stride[0] + tok * a.out.stride[1] + t.hv * a.out.stride[2];
+    float u[4];
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+        u[c] = b * (to_f32(x.v[c]) - decay * inv_k * pk[c]);
+        const float o = p.scale * (decay * inv_q * pq[c] + qkn * u[c]);
+        if ((threadIdx.x & 31) < 2 && v0 + c < p.V)
+            st(a.out, oo + v0 + c, o);
+    }
+#pragma unroll
+    for (int m = 0; m < M; m++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const float kn = k[m][i] * inv_k;
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                w.s[m][i][c] = decay * w.s[m][i][c] + kn * u[c];
+        }
+}
+
+template <int KT, bool KV, class E>
+__global__ void __launch_bounds__(kThreads) recurrent_warps(const dr_args p)
+{
+    const dr_tensors &a = p.a;
+    // The tile (as tile_task_for, value range fastest), its tokens first: they need no slot.
+    const unsigned id = blockIdx.x * kWarps + threadIdx.x / 32;
+    if (id >= p.tiles)
+        return; // uniform across the warp; the kernel has no barrier
+    const unsigned per_head = (unsigned)p.tiles_per_head, nh = id / per_head;
+    const unsigned n = nh / (unsigned)p.HV;
+    tile_task t;
+    t.vbase = (int64_t)(id - nh * per_head) * kWarpCols;
+    t.hv = nh - n * (unsigned)p.HV;
+    t.kh = a.gva == GDN_GVA_BLOCK ? t.hv / p.ratio : t.hv % p.H;
+    t.seq = seq_span(a.cu_seqlens, p.T, n);
+    // The slot and the initial-state flag are on the state's path: their loads go out first,
+    // and nothing waits for them until the token's loads are out too.
+    const int64_t slot = p.has_state ? seq_slot(a.state_slots, n, p.S) : -1;
+    const bool fresh = a.has_initial_state.data && ld_index(a.has_initial_state, n) == 0;
+    warp_token<KT, E> next;
+    if (t.seq.len > 0)
+        next.load(p, t, t.seq.t0);
+    t.state = nullptr;
+    if (p.has_state) {
+        if (slot < 0)
+            return; // a padded sequence: nothing of it is read or written
+        t.state = static_cast<float *>(a.state.data) + slot * a.state.stride[0] +
+                  t.hv * a.state.stride[1];
+    }
+    t.init = p.has_state && !fresh;
+    warp_state<KT, KV> w;
+    w.load(p, t);
+    for (int64_t s = 0; s < t.seq.len; s++) {
+        const warp_token<KT, E> x = next;
+        if (s + 1 < t.seq.len)
+            next.load(p, t, t.seq.t0 + s + 1);
+        warp_step(p, t, t.seq.t0 + s, x, w);
+    }
+    if (t.state) // after the last token; an empty sequence writes back what it read
+        w.store(p, t);
+}
+
 // Resident blocks per SM the register budget must allow: with the tile in shared memory there
 // is nothing worth holding in registers across the two passes, and more resident blocks mean
 // more state in flight. 16 KiB tiles: 6 blocks (<= 85 registers); 32 KiB tiles: 5 (<= 102).
@@ -450,21 +702,57 @@ __global__ void __launch_bounds__(kThreads, MINB) recurrent_tiles(const dr_args 
     Tile::run(p, t, slots, sm);
 }
 
-// Value columns (rows) per tile. 32 keeps batch-1 decode spread over many blocks; 64 halves the
-// per-tile fixed cost (token staging, barriers) per byte when there are tiles to spare (K <= 128:
-// a 256 x 64 tile would not fit). GDN_CUDA_DECODE_TILE=32|64 forces one (benchmarking).
+// Value columns (rows) per tile: 8 (recurrent_warps) while the batch is small, then 64 (the tile
+// kernel; 32 when K > 128, where a 256 x 64 tile would not fit in shared memory). Measured on an
+// H200 (HV = 32, K = V = 128, us per step at B = 1 / 4 / 16 / 32 / 64 / 256), KV layout: one warp
+// per 8 columns 4.67 / 7.67 / 23.5 / 43.3 / 82.6 / 322, tiles of 32 5.51 / 8.56 / 24.7 / 44.3 /
+// 83.5 / 327, tiles of 64 6.52 / 9.73 / 24.5 / 41.8 / 75.8 / 284. In the VK layout the warp's
+// loads are 256 contiguous bytes per 16 lanes (in KV, 32-byte pieces of 16 rows), and it is the
+// fastest at every batch: 4.76 / 7.60 / 20.8 / 38.7 / 74.0 / 288 against 6.11 / 8.89 / 25.9 /
+// 46.2 / 85.7 / 342 (32) and 7.43 / 9.74 / 25.4 / 47.0 / 86.0 / 310 (64).
+// GDN_CUDA_DECODE_TILE=8|32|64 forces one (tests, benchmarks).
 int decode_tile(const gdn_delta_rule_problem *p)
 {
     static int forced = -1;
     if (forced < 0) {
         const char *e = getenv("GDN_CUDA_DECODE_TILE");
-        forced = e && (atoi(e) == 32 || atoi(e) == 64) ? atoi(e) : 0;
+        const int f = e ? atoi(e) : 0;
+        forced = f == 8 || f == 32 || f == 64 ? f : 0;
     }
-    if (p->K > 128)
-        return 32;
     if (forced)
-        return forced;
-    return p->seqs.count * p->HV * ((p->V + 31) / 32) >= 8192 ? 64 : 32;
+        return p->K > 128 && forced == 64 ? 32 : forced;
+    const int64_t tiles32 = p->seqs.count * p->HV * ((p->V + 31) / 32);
+    const bool vk = p->has_state && p->a.state_layout == GDN_STATE_VK;
+    if (tiles32 <= kWarpTiles32 || (vk && p->K <= 128))
+        return kWarpCols;
+    return p->K > 128 ? 32 : 64;
+}
+
+template <int KT, bool KV, class E>
+gdn_status launch_warps(gdn_context *ctx, dr_args d, int64_t N, cudaStream_t stream)
+{
+    d.tiles_per_head = (d.V + kWarpCols - 1) / kWarpCols;
+    d.tiles = d.tiles_per_head * d.HV * N;
+    recurrent_warps<KT, KV, E><<<(unsigned)((d.tiles + kWarps - 1) / kWarps), kThreads, 0,
+                                 stream>>>(d);
+    return cuda_check(ctx, "gdn_delta_rule");
+}
+
+template <bool KV, class E>
+gdn_status launch_warps_for(gdn_context *ctx, const dr_args &d, int64_t N, cudaStream_t stream)
+{
+    return d.K <= 64    ? launch_warps<64, KV, E>(ctx, d, N, stream)
+           : d.K <= 128 ? launch_warps<128, KV, E>(ctx, d, N, stream)
+                        : launch_warps<256, KV, E>(ctx, d, N, stream);
+}
+
+template <bool KV>
+gdn_status launch_warps_typed(gdn_context *ctx, const dr_args &d, gdn_dtype dt, int64_t N,
+                              cudaStream_t stream)
+{
+    return dt == GDN_BF16  ? launch_warps_for<KV, __nv_bfloat16>(ctx, d, N, stream)
+           : dt == GDN_F16 ? launch_warps_for<KV, __half>(ctx, d, N, stream)
+                           : launch_warps_for<KV, float>(ctx, d, N, stream);
 }
 
 template <class Tile, int TILE>
@@ -543,6 +831,9 @@ extern "C" gdn_status cuda_delta_rule(gdn_context *ctx, const gdn_delta_rule_pro
     cudaStream_t stream = cuda_stream(ctx);
     const bool kv = p->a.state_layout == GDN_STATE_KV || !p->has_state;
     const int tile = decode_tile(p);
+    if (tile == kWarpCols)
+        return kv ? launch_warps_typed<true>(ctx, d, p->a.q.dtype, N, stream)
+                  : launch_warps_typed<false>(ctx, d, p->a.q.dtype, N, stream);
     if (kv) {
         if (tile == 64)
             return p->K <= 64 ? launch<kv_tile<64, 64>, 64>(ctx, d, N, stream)
