@@ -275,8 +275,7 @@ int cmd_bench(int argc, char **argv)
         else if (!strcmp(argv[i], "--batches") && i + 1 < argc) {
             if (parse_batches(argv[++i], batches, &nb))
                 return 2;
-        }
-        else
+        } else
             rest[n++] = argv[i];
     }
     rest[n] = NULL;

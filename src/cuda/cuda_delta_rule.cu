@@ -441,10 +441,11 @@ struct vk_tile {
 // With few tiles (batch-1 decode: 128 of 32 columns) a step lasts as long as one tile's chain of
 // dependent steps, not as long as its bytes take. Here a warp owns K x 8 of one head's state in
 // registers and shares nothing with other warps: no barrier, the reductions over K are shuffles.
-// The chain is kept to two global round trips: the token's loads go out first (they need no
-// slot), then the slot lookup, then the state's loads; q, k and v are read with their type known
-// at compile time, so no load waits behind a branch on the dtype (with the runtime switch of ld()
-// every element's load sat in its own branch region and the loads ran one after another).
+// The chain is kept to two global round trips: the slot lookup goes out first, the token's loads
+// (they need no slot) while it is in flight, the state's loads once it arrives; q, k and v are
+// read with their type known at compile time, so no load waits behind a branch on the dtype (with
+// the runtime switch of ld() every element's load sat in its own branch region and the loads ran
+// one after another).
 //
 // Lane l = 2a + h holds values v = vbase + 4h .. +3 of keys k = 4 (a + 16 m) + i (m < KT / 64,
 // i < 4). In the KV layout a lane's 16-byte piece is key k's four values (lane pairs read whole
@@ -473,7 +474,11 @@ __device__ __forceinline__ float ld_nowait(const Tensor &t, int64_t off)
                                : __half2float(__ushort_as_half(h));
 }
 
-__device__ __forceinline__ int warp_key(int m, int i) { return 4 * ((threadIdx.x & 31) / 2 + 16 * m) + i; }
+// The key of a lane's element (m, i): 4 (a + 16 m) + i, a = lane / 2.
+__device__ __forceinline__ int warp_key(int m, int i)
+{
+    return 4 * ((threadIdx.x & 31) / 2 + 16 * m) + i;
+}
 
 // One token of the warp's tile: the lane's q and k elements, its four values (as loaded: they are
 // converted when used, so that no conversion waits for its load while later loads are still to
@@ -647,7 +652,7 @@ template <int KT, bool KV, class E>
 __global__ void __launch_bounds__(kThreads) recurrent_warps(const dr_args p)
 {
     const dr_tensors &a = p.a;
-    // The tile (as tile_task_for, value range fastest), its tokens first: they need no slot.
+    // The tile, as tile_task_for maps it (value range fastest, then head, then sequence).
     const unsigned id = blockIdx.x * kWarps + threadIdx.x / 32;
     if (id >= p.tiles)
         return; // uniform across the warp; the kernel has no barrier
