@@ -63,11 +63,13 @@ static gdn_tensor host_rand(rng *r, gdn_dtype dt, int ndim, const int64_t *shape
     return t;
 }
 
-/* Times decode with B sequences; returns 0 or prints the error and returns 1. */
+/* Times decode with B sequences of T tokens each (T > 1: a short multi-token call, as speculative
+ * verification makes; the state traffic per call is the same); returns 0 or prints the error and
+ * returns 1. */
 /* Device time per step comes from a CUDA graph of 20 steps (launch gaps removed); eager time
  * from 200 steps launched one by one through the C API, which is what a caller without graphs
  * sees when the host cannot run ahead of the GPU. */
-static int bench_decode(gdn_context *ctx, bool device, void *stream, int64_t B,
+static int bench_decode(gdn_context *ctx, bool device, void *stream, int64_t B, int64_t T,
                         gdn_state_layout layout, rng *r, bench_row *row)
 {
     const int64_t per_seq = (int64_t)HV * DK * DV * 4;
@@ -76,7 +78,7 @@ static int bench_decode(gdn_context *ctx, bool device, void *stream, int64_t B,
         S = 2 * B;
     if (!device)
         S = B; /* host backends: the working set already exceeds the caches at large B */
-    int64_t qs[4] = {B, 1, H, DK}, vs[4] = {B, 1, HV, DV}, gs[3] = {B, 1, HV};
+    int64_t qs[4] = {B, T, H, DK}, vs[4] = {B, T, HV, DV}, gs[3] = {B, T, HV};
     int64_t ps[4] = {S, HV, DK, DV};
     gdn_tensor q = host_rand(r, GDN_BF16, 4, qs, -1, 1), k = host_rand(r, GDN_BF16, 4, qs, -1, 1);
     gdn_tensor v = host_rand(r, GDN_BF16, 4, vs, -1, 1), out = tensor_alloc(GDN_BF16, 4, vs);
@@ -263,6 +265,7 @@ int cmd_bench(int argc, char **argv)
     const char *op = "all"; /* --op decode|prefill: only those rows (cuda) */
     int64_t batches[8] = {1, 16, 64, 256}; /* --batches B1,B2,...: the decode rows */
     int nb = 4;
+    int64_t tokens = 1; /* --tokens T: tokens per sequence in the decode rows (1..16) */
     char *rest[64];
     int n = 0;
     for (int i = 0; i < argc && n < 63; i++) {
@@ -275,6 +278,13 @@ int cmd_bench(int argc, char **argv)
         else if (!strcmp(argv[i], "--batches") && i + 1 < argc) {
             if (parse_batches(argv[++i], batches, &nb))
                 return 2;
+        } else if (!strcmp(argv[i], "--tokens") && i + 1 < argc) {
+            char *end;
+            tokens = strtoll(argv[++i], &end, 10);
+            if (*end || tokens < 1 || tokens > 16) {
+                fprintf(stderr, "gdn bench: --tokens is '%s', expected 1..16\n", argv[i]);
+                return 2;
+            }
         } else
             rest[n++] = argv[i];
     }
@@ -313,7 +323,7 @@ int cmd_bench(int argc, char **argv)
         if (!o.json)
             fprintf(stderr, "[gdn bench] decode B=%lld on %s\n", (long long)batches[i],
                     gdn_backend_name(be));
-        rc = bench_decode(ctx, device, stream, batches[i], layout, &r, &rows[i]);
+        rc = bench_decode(ctx, device, stream, batches[i], tokens, layout, &r, &rows[i]);
     }
     prefill_row prows[NPREFILL];
     memset(prows, 0, sizeof prows);
@@ -345,15 +355,15 @@ int cmd_bench(int argc, char **argv)
                 snprintf(like_frac, sizeof like_frac, "%.4f", w->state_gb_s / w->copy_like_gb_s);
             }
             fprintf(jf, "%s{\"op\": \"decode\", \"backend\": \"%s\", \"dtype\": \"bf16\", "
-                        "\"state_dtype\": \"f32\", \"state_layout\": \"%s\", \"B\": %lld, \"T\": 1, \"H\": %d, \"HV\": %d, "
+                        "\"state_dtype\": \"f32\", \"state_layout\": \"%s\", \"B\": %lld, \"T\": %lld, \"H\": %d, \"HV\": %d, "
                         "\"K\": %d, \"V\": %d, \"threads\": %d, \"ms\": %.6f, \"device_us\": "
                         "%.3f, \"eager_us\": %.3f, \"tokens_per_s\": %.1f, \"state_gb_s\": %.1f, \"copy_gb_s\": %.1f, "
                         "\"bw_fraction\": %s, \"copy_like_gb_s\": %s, \"vs_copy_like\": %s, "
                         "\"peak_fraction\": %s, \"vs_baseline\": null, \"device\": \"%s\"}",
                     i ? ",\n " : "", gdn_backend_name(be), layout == GDN_STATE_KV ? "kv" : "vk",
-                    (long long)w->B, H, HV, DK, DV,
+                    (long long)w->B, (long long)tokens, H, HV, DK, DV,
                     gdn_context_num_threads(ctx), w->ms, 1e3 * w->ms, 1e3 * w->eager_ms,
-                    w->B / (w->ms * 1e-3),
+                    w->B * tokens / (w->ms * 1e-3),
                     w->state_gb_s, copy, frac, like, like_frac, frac, devname);
         }
         if (device && do_prefill)
@@ -363,16 +373,17 @@ int cmd_bench(int argc, char **argv)
             fclose(jf);
     }
     if (!o.json && do_decode) {
-        printf("gdn bench: decode, H=%d HV=%d K=V=%d, bf16 q/k/v, f32 %s state, backend %s%s%s\n",
-               H, HV, DK, layout == GDN_STATE_KV ? "KV" : "VK", gdn_backend_name(be),
-               device ? ", " : "", devname);
+        printf("gdn bench: decode, T=%lld H=%d HV=%d K=V=%d, bf16 q/k/v, f32 %s state, backend "
+               "%s%s%s\n", (long long)tokens, H, HV, DK, layout == GDN_STATE_KV ? "KV" : "VK",
+               gdn_backend_name(be), device ? ", " : "", devname);
         if (device)
             printf("device-to-device copy: %.0f GB/s (read + write)\n", copy);
         printf("%6s %12s %12s %14s %12s %12s %15s %13s\n", "B", "us/step", "eager us",
                "tokens/s", "state GB/s", "bw_fraction", "copy-like GB/s", "vs copy-like");
         for (int i = 0; i < nb; i++)
             printf("%6lld %12.2f %12.2f %14.0f %12.1f %12.3f %15.1f %13.3f\n", (long long)rows[i].B,
-                   1e3 * rows[i].ms, 1e3 * rows[i].eager_ms, rows[i].B / (rows[i].ms * 1e-3),
+                   1e3 * rows[i].ms, 1e3 * rows[i].eager_ms,
+                   rows[i].B * tokens / (rows[i].ms * 1e-3),
                    rows[i].state_gb_s, device ? rows[i].state_gb_s / copy : 0.0,
                    rows[i].copy_like_gb_s,
                    device ? rows[i].state_gb_s / rows[i].copy_like_gb_s : 0.0);
