@@ -714,8 +714,11 @@ __global__ void __launch_bounds__(kThreads, MINB) recurrent_tiles(const dr_args 
 // 83.5 / 327, tiles of 64 6.52 / 9.73 / 24.5 / 41.8 / 75.8 / 284. In the VK layout the warp's
 // loads are 256 contiguous bytes per 16 lanes (in KV, 32-byte pieces of 16 rows), and it is the
 // fastest at every batch: 4.76 / 7.60 / 20.8 / 38.7 / 74.0 / 288 against 6.11 / 8.89 / 25.9 /
-// 46.2 / 85.7 / 342 (32) and 7.43 / 9.74 / 25.4 / 47.0 / 86.0 / 310 (64).
-// GDN_CUDA_DECODE_TILE=8|32|64 forces one (tests, benchmarks).
+// 46.2 / 85.7 / 342 (32) and 7.43 / 9.74 / 25.4 / 47.0 / 86.0 / 310 (64). With two tokens or more
+// per sequence (speculative verification) the warp kernel keeps its state in registers across the
+// tokens and wins at every batch (KV, B = 16 / 64 / 256: T = 2 28.4 / 97.0 / 374 against 64-wide
+// tiles' 32.7 / 98.4 / 378; T = 4 38.8 / 139 / 542 against 48.2 / 152 / 600; T = 16 at B = 64 427
+// against 526). GDN_CUDA_DECODE_TILE=8|32|64 forces one (tests, benchmarks).
 int decode_tile(const gdn_delta_rule_problem *p)
 {
     static int forced = -1;
@@ -726,9 +729,10 @@ int decode_tile(const gdn_delta_rule_problem *p)
     }
     if (forced)
         return p->K > 128 && forced == 64 ? 32 : forced;
-    const int64_t tiles32 = p->seqs.count * p->HV * ((p->V + 31) / 32);
+    const int64_t N = p->seqs.count, tiles32 = N * p->HV * ((p->V + 31) / 32);
+    const int64_t tokens = p->seqs.cu_seqlens ? p->T : N * p->T;
     const bool vk = p->has_state && p->a.state_layout == GDN_STATE_VK;
-    if (tiles32 <= kWarpTiles32 || (vk && p->K <= 128))
+    if (tiles32 <= kWarpTiles32 || (p->K <= 128 && (vk || tokens >= 2 * N)))
         return kWarpCols;
     return p->K > 128 ? 32 : 64;
 }
