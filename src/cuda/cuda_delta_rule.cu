@@ -3,11 +3,11 @@
 // Two kernels, picked by decode_tile. Each reads every state element once and writes it once per
 // call, 16 bytes at a time.
 //
-// recurrent_warps (small batches, and the VK layout): one warp owns K x 8 of one head's state in
+// recurrent_warps (small batches, calls of several tokens, the VK layout): one warp owns K x 8 of one head's state in
 // registers; nothing is shared between warps, so there is no barrier, and a step's chain is two
 // global round trips (slot lookup, then state and token together) before the stores.
 //
-// recurrent_tiles (larger KV batches): work is cut into tiles of K x TILE (TILE = 32 or 64 value
+// recurrent_tiles (larger KV batches of one token): work is cut into tiles of K x TILE (TILE = 32 or 64 value
 // columns in the KV layout, value rows in VK), one 128-thread block per tile. The tile lives in
 // shared memory in per-thread slots (slot i of thread t at i * 128 + t), brought in with
 // cp.async: the bytes in flight hold no registers, and each thread only ever touches its own
