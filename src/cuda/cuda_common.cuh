@@ -33,6 +33,19 @@ __device__ __forceinline__ void st(const Tensor &t, int64_t off, float v)
     }
 }
 
+// Elements of a type known at compile time to and from f32.
+__device__ __forceinline__ float to_f32(float x) { return x; }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
+
+template <class E> __device__ __forceinline__ E from_f32(float x);
+template <> __device__ __forceinline__ float from_f32<float>(float x) { return x; }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float x)
+{
+    return __float2bfloat16_rn(x);
+}
+template <> __device__ __forceinline__ __half from_f32<__half>(float x) { return __float2half_rn(x); }
+
 // ---- cp.async (sm_80 and up): 16-byte copies from global to shared memory that hold no
 // registers while in flight ----
 

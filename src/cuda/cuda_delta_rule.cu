@@ -456,10 +456,6 @@ constexpr int kWarpCols = 8;
 // The warp kernel runs calls of at most this many 32-column tiles (see decode_tile).
 constexpr int kWarpTiles32 = 2048;
 
-__device__ __forceinline__ float to_f32(float x) { return x; }
-__device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
-
 // ld() without a branch around the load: both widths are predicated loads, so the warp goes on
 // issuing while the element is in flight.
 template <class Tensor>

@@ -1739,20 +1739,26 @@ __device__ __forceinline__ void copy_out_pairs(const gdn_tensor &out, const unsi
                 *reinterpret_cast<const uint4 *>(src + 16 * r * ld);
 }
 
+// Whether the block's 64 output columns from v0 can leave as 16-bit pairs: an output of the
+// inputs' 16-bit type whose rows are 16-byte aligned. The same for every chunk of the block.
+template <class P>
+__device__ __forceinline__ bool out_pairs_ok(const gdn_tensor &out, int v0, int V)
+{
+    return out.dtype == (P::is_f16 ? GDN_F16 : GDN_BF16) && v0 + kWgCols <= V &&
+           reinterpret_cast<uintptr_t>(out.data) % 16 == 0 && out.stride[0] % 8 == 0 &&
+           out.stride[1] % 8 == 0 && out.stride[2] % 8 == 0;
+}
+
 // The block's output tile (O^T in registers, 64 value rows x 64 tokens) to `out`, through
-// shared memory so that each token's 64 values leave as whole 16-byte pieces. An output of the
-// inputs' 16-bit type whose rows are 16-byte aligned goes as 16-bit pairs, transposed by
-// stmatrix; any other as f32 through the generic store.
+// shared memory so that each token's 64 values leave as whole 16-byte pieces: as 16-bit pairs,
+// transposed by stmatrix, where out_pairs_ok said so, else as f32 through the generic store.
 template <class P>
 __device__ __forceinline__ void store_out_wg(const gdn_tensor &out, unsigned char *tile,
                                              const float *o, int64_t row, int64_t tok0, int64_t hv,
-                                             int v0, int len, int V)
+                                             int v0, int len, int V, bool pairs)
 {
     using E = typename P::st;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const bool pairs = out.dtype == (P::is_f16 ? GDN_F16 : GDN_BF16) && v0 + kWgCols <= V &&
-                       reinterpret_cast<uintptr_t>(out.data) % 16 == 0 &&
-                       out.stride[0] % 8 == 0 && out.stride[1] % 8 == 0 && out.stride[2] % 8 == 0;
     if (pairs) {
         constexpr int ld = kWgCols + 8; // 144-byte rows: a matrix's eight rows in distinct banks
         const unsigned base = static_cast<unsigned>(__cvta_generic_to_shared(tile));
@@ -1832,6 +1838,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) chunk_state_wg(const ck_args p)
     __shared__ __align__(8) unsigned long long stage_bar[2];
     const unsigned bar0 = static_cast<unsigned>(__cvta_generic_to_shared(stage_bar));
     const int64_t kh = key_head_of(p, hv);
+    const bool out_pairs = OUT && out_pairs_ok<P>(a.out, v0, (int)p.V);
     auto stage_into = [&](int i, int64_t c) {
         if (threadIdx.x == 0)
             stage_chunk_wg<KP, OUT>(p, sbase + i * L.stage, bar0 + 8 * i, c * p.HV + hv,
@@ -1931,7 +1938,8 @@ __global__ void __launch_bounds__(kWgThreads, 1) chunk_state_wg(const ck_args p)
         }
         wg_commit_wait();
         if (OUT)
-            store_out_wg<P>(a.out, smem + L.out, ot, s.row, tok0, hv, v0, len, (int)p.V);
+            store_out_wg<P>(a.out, smem + L.out, ot, s.row, tok0, hv, v0, len, (int)p.V,
+                            out_pairs);
     }
     if (!OUT) { // [M | N] of this segment, columns tile * 64 ..
         float *MN = p.maps + (slot * p.HV + hv) * (int64_t)KP * (KP + d.VP);
