@@ -25,7 +25,15 @@ static void *amx_worker(void *arg)
         cfg[16 + 2 * t] = 64;
         cfg[48 + t] = 16;
     }
-    _Alignas(64) static const uint16_t a[16 * 32];
+    /* Operands of mixed signs and mantissas: on zero tiles TDPBF16PS ran about 20% faster (11.7
+     * against 14.7 TSC cycles per product on the H200 host's Xeon), which is no peak that real
+     * data can reach. */
+    _Alignas(64) uint16_t a[16 * 32];
+    uint32_t x = 12345;
+    for (int i = 0; i < 16 * 32; i++) {
+        x = x * 1664525u + 1013904223u;
+        a[i] = (uint16_t)(0x3f00 | (x >> 16 & 0x807f)); /* +-[0.5, 1) */
+    }
     _Alignas(64) float out[16 * 16];
     _tile_loadconfig(cfg);
     _tile_loadd(4, a, 64);
