@@ -111,6 +111,25 @@ struct token_scalars {
     float decay, beta, qk, inv_q, inv_k;
 };
 
+// A token's scalars from its sums q.q, k.k and q.k and its raw g and beta (value head hv): the
+// inverse norms (1 without the in-kernel L2 norm), the normalised q . k, and the decay e^g and
+// beta, gated in the kernel when asked. Both decode kernels take them from here.
+__device__ __forceinline__ token_scalars token_scalars_of(const dr_tensors &a, int64_t hv, float g,
+                                                          float b, float sq, float sk, float qk)
+{
+    token_scalars ts;
+    ts.inv_q = a.qk_l2norm ? 1.0f / sqrtf(sq + GDN_L2NORM_EPS) : 1.0f;
+    ts.inv_k = a.qk_l2norm ? 1.0f / sqrtf(sk + GDN_L2NORM_EPS) : 1.0f;
+    ts.qk = qk * ts.inv_q * ts.inv_k;
+    if (a.gate_in_kernel) {
+        g = gate_g(a.gating, hv, g);
+        b = gate_beta(a.gating, b);
+    }
+    ts.decay = expf(g);
+    ts.beta = b;
+    return ts;
+}
+
 // The state is read once per call: in the KV layout its loads carry an L2 evict-first policy,
 // so they do not push out the lines the stores are still writing back (measured on an H200:
 // 0.868 -> 0.90 of copy bandwidth at B = 256, 0.790 -> 0.84 at B = 64; the 256-byte L2 prefetch
@@ -190,17 +209,7 @@ __device__ token_scalars stage_token(const dr_args &p, token_smem &sm, int64_t r
         sk += __shfl_xor_sync(0xffffffffu, sk, o);
         qk += __shfl_xor_sync(0xffffffffu, qk, o);
     }
-    token_scalars ts;
-    ts.inv_q = a.qk_l2norm ? 1.0f / sqrtf(sq + GDN_L2NORM_EPS) : 1.0f;
-    ts.inv_k = a.qk_l2norm ? 1.0f / sqrtf(sk + GDN_L2NORM_EPS) : 1.0f;
-    ts.qk = qk * ts.inv_q * ts.inv_k;
-    if (a.gate_in_kernel) {
-        g = gate_g(a.gating, hv, g);
-        b = gate_beta(a.gating, b);
-    }
-    ts.decay = expf(g);
-    ts.beta = b;
-    return ts;
+    return token_scalars_of(a, hv, g, b, sq, sk, qk);
 }
 
 // One tile of work: which head and value range, where its state lives, which tokens it runs.
@@ -614,22 +623,14 @@ __device__ __forceinline__ void warp_step(const dr_args &p, const tile_task &t, 
 #pragma unroll
     for (int c = 0; c < 4; c++)
         pk[c] = sum_over_keys(pk[c]), pq[c] = sum_over_keys(pq[c]);
-    float g = x.g, b = x.b;
-    if (a.gate_in_kernel) {
-        g = gate_g(a.gating, t.hv, g);
-        b = gate_beta(a.gating, b);
-    }
-    const float decay = expf(g);
-    const float inv_q = a.qk_l2norm ? 1.0f / sqrtf(sq + GDN_L2NORM_EPS) : 1.0f;
-    const float inv_k = a.qk_l2norm ? 1.0f / sqrtf(sk + GDN_L2NORM_EPS) : 1.0f;
-    const float qkn = qk * inv_q * inv_k;
+    const token_scalars ts = token_scalars_of(a, t.hv, x.g, x.b, sq, sk, qk);
     const int64_t v0 = t.vbase + 4 * (threadIdx.x & 1);
     const int64_t oo = t.seq.row * a.out.stride[0] + tok * a.out.stride[1] + t.hv * a.out.stride[2];
     float u[4];
 #pragma unroll
     for (int c = 0; c < 4; c++) {
-        u[c] = b * (to_f32(x.v[c]) - decay * inv_k * pk[c]);
-        const float o = p.scale * (decay * inv_q * pq[c] + qkn * u[c]);
+        u[c] = ts.beta * (to_f32(x.v[c]) - ts.decay * ts.inv_k * pk[c]);
+        const float o = p.scale * (ts.decay * ts.inv_q * pq[c] + ts.qk * u[c]);
         if ((threadIdx.x & 31) < 2 && v0 + c < p.V)
             st(a.out, oo + v0 + c, o);
     }
@@ -637,10 +638,10 @@ __device__ __forceinline__ void warp_step(const dr_args &p, const tile_task &t, 
     for (int m = 0; m < M; m++)
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            const float kn = k[m][i] * inv_k;
+            const float kn = k[m][i] * ts.inv_k;
 #pragma unroll
             for (int c = 0; c < 4; c++)
-                w.s[m][i][c] = decay * w.s[m][i][c] + kn * u[c];
+                w.s[m][i][c] = ts.decay * w.s[m][i][c] + kn * u[c];
         }
 }
 

@@ -1975,28 +1975,19 @@ int64_t chunk_bound(const gdn_delta_rule_problem *p)
     return (p->T + kC - 1) / kC + N;
 }
 
-int device_sms()
+// An attribute of the current device, or 0 where it cannot be read.
+int device_attr(cudaDeviceAttr what)
 {
-    int dev = 0, sms = 0;
-    cudaGetDevice(&dev);
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+    int dev = 0, x = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&x, what, dev) != cudaSuccess) {
         cudaGetLastError();
         return 0;
     }
-    return sms;
+    return x;
 }
 
-int max_shared_optin()
-{
-    int dev = 0, bytes = 0;
-    cudaGetDevice(&dev);
-    if (cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) !=
-        cudaSuccess) {
-        cudaGetLastError();
-        return 0;
-    }
-    return bytes;
-}
+int device_sms() { return device_attr(cudaDevAttrMultiProcessorCount); }
+int max_shared_optin() { return device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin); }
 
 // Whether the current device runs chunk_state_wg's sm_90a code (not an image built for another
 // architecture, where the kernel is empty). Asked once per device.
