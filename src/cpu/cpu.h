@@ -57,6 +57,12 @@ static inline void cpu_store_f32(const gdn_tensor *t, int64_t off, int64_t n, co
 typedef struct cpu_chunk_geom {
     int64_t C, K, V;        /* chunk length, key and value dims */
     int64_t Cp, Kp, Vp;     /* the same, padded */
+    int64_t ldv;            /* row stride (floats) of the f32 [., Vp] buffers: S, U and O. Vp
+                             * plus one 64-byte line: at Vp = 128 a row is 512 bytes, and a
+                             * 32-column panel of S (128 rows: K S and Q S read it once per row
+                             * block, the bf16 update writes it and then reads it for its words)
+                             * fell into 16 of L1's 64 sets, more lines than their ways, so each
+                             * reader took it from L2 again */
     float scale;
     bool l2norm;            /* the call asks for q, k L2 norm (bf16_qk kernels apply it) */
 } cpu_chunk_geom;
@@ -102,9 +108,10 @@ typedef struct cpu_chunk_inputs {
  * engines) after "bf16:". */
 typedef struct cpu_chunk_record {
     float *W;               /* [Cp, Kp] K' = -diag(e^G) K.  bf16: unused */
-    float *U;               /* [Cp, Vp] the values V (the driver loads them here); the state pass turns
-                             * them into V' = (I + A)^-1 diag(beta) (V + K' S).  bf16: the
-                             * same, from the residual formed in f32 */
+    float *U;               /* [Cp, Vp] (rows ldv apart) the values V (the driver loads them
+                             * here); the state pass turns them into
+                             * V' = (I + A)^-1 diag(beta) (V + K' S).  bf16: the same, from the
+                             * residual formed in f32 */
     float *KT;              /* [Kp, Cp] K^T with column m scaled by e^(G_last - G_m).  bf16:
                              * unused */
     float *P;               /* [Cp, Cp] lower scale q_i.k_j e^(G_i - G_j), j <= i (bf16: bf16) */

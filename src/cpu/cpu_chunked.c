@@ -52,6 +52,7 @@ static cpu_chunk_geom geom_of(const cpu_chunk_kernels *k, const gdn_delta_rule_p
     cpu_chunk_geom g;
     g.C = chunk_len(k, p), g.K = p->K, g.V = p->V;
     g.Cp = round_up(g.C, k->pad), g.Kp = round_up(g.K, k->pad), g.Vp = round_up(g.V, k->pad);
+    g.ldv = g.Vp + 16;
     g.scale = (float)p->scale;
     g.l2norm = p->a.qk_l2norm;
     return g;
@@ -70,21 +71,21 @@ static size_t inputs_floats(const cpu_chunk_geom *g)
 
 static size_t record_floats(const cpu_chunk_geom *g)
 {
-    return floats(g->Cp * g->Kp) + floats(g->Cp * g->Vp) + floats(g->Kp * g->Cp) +
+    return floats(g->Cp * g->Kp) + floats(g->Cp * g->ldv) + floats(g->Kp * g->Cp) +
            2 * floats(g->Cp * g->Cp) + floats(4 * g->Cp) + floats(1);
 }
 
-/* A head's state: S [Kp, Vp] and what the kernels keep beside it */
+/* A head's state: S [Kp, Vp] (rows ldv apart) and what the kernels keep beside it */
 static size_t state_floats(const cpu_chunk_kernels *k, const cpu_chunk_geom *g)
 {
     const size_t extra = k->state_extra_floats ? floats((int64_t)k->state_extra_floats(g)) : 0;
-    return floats(g->Kp * g->Vp) + extra;
+    return floats(g->Kp * g->ldv) + extra;
 }
 static size_t scratch_floats(const cpu_chunk_kernels *k, const cpu_chunk_geom *g)
 {
     return k->scratch_floats ? floats((int64_t)k->scratch_floats(g)) : 0;
 }
-static size_t out_floats(const cpu_chunk_geom *g) { return floats(g->Cp * g->Vp); }
+static size_t out_floats(const cpu_chunk_geom *g) { return floats(g->Cp * g->ldv); }
 
 static float *carve(float **cursor, int64_t n)
 {
@@ -121,7 +122,7 @@ static cpu_chunk_record carve_record(float **cur, const cpu_chunk_geom *g)
 {
     cpu_chunk_record r;
     r.W = carve(cur, g->Cp * g->Kp);
-    r.U = carve(cur, g->Cp * g->Vp);
+    r.U = carve(cur, g->Cp * g->ldv);
     r.KT = carve(cur, g->Kp * g->Cp);
     r.P = carve(cur, g->Cp * g->Cp);
     r.T = carve(cur, g->Cp * g->Cp);
@@ -205,27 +206,26 @@ static int64_t state_offset(const gdn_delta_rule_problem *p, const seq_head *s, 
                                              : base + x * st[2] + i * st[3];
 }
 
-/* S [Kp, Vp] (key i, value x) from the pool */
+/* S [Kp, Vp] (key i, value x; rows ldv apart) from the pool */
 static void state_read(const chunk_job *j, const seq_head *s, float *S)
 {
     const gdn_delta_rule_problem *p = j->p;
-    const int64_t Vp = j->g.Vp;
+    const int64_t ld = j->g.ldv;
     const bool rows = p->a.state_layout == GDN_STATE_KV && p->a.state.stride[3] == 1;
     for (int64_t i = 0; i < p->K; i++) {
         if (rows) {
-            cpu_load_f32(&p->a.state, state_offset(p, s, i, 0), p->V, S + i * Vp);
+            cpu_load_f32(&p->a.state, state_offset(p, s, i, 0), p->V, S + i * ld);
             continue;
         }
         for (int64_t x = 0; x < p->V; x++)
-            S[i * Vp + x] = (float)gdn_load(&p->a.state, state_offset(p, s, i, x));
+            S[i * ld + x] = (float)gdn_load(&p->a.state, state_offset(p, s, i, x));
     }
 }
 
 /* A head's state: S from the pool, or zeros, and the kernels' own part set up. */
 static void state_load(const chunk_job *j, const seq_head *s, float *S)
 {
-    const int64_t Vp = j->g.Vp;
-    memset(S, 0, (size_t)(j->g.Kp * Vp) * sizeof *S);
+    memset(S, 0, (size_t)(j->g.Kp * j->g.ldv) * sizeof *S);
     if (s->init)
         state_read(j, s, S);
     if (j->k->state_begin)
@@ -243,11 +243,11 @@ static void state_store(const chunk_job *j, const seq_head *s, float *S)
     const bool rows = p->a.state_layout == GDN_STATE_KV && p->a.state.stride[3] == 1;
     for (int64_t i = 0; i < p->K; i++) {
         if (rows) {
-            cpu_store_f32(&p->a.state, state_offset(p, s, i, 0), p->V, S + i * j->g.Vp);
+            cpu_store_f32(&p->a.state, state_offset(p, s, i, 0), p->V, S + i * j->g.ldv);
             continue;
         }
         for (int64_t x = 0; x < p->V; x++)
-            gdn_store(&p->a.state, state_offset(p, s, i, x), S[i * j->g.Vp + x]);
+            gdn_store(&p->a.state, state_offset(p, s, i, x), S[i * j->g.ldv + x]);
     }
 }
 
@@ -316,14 +316,15 @@ static int64_t load_keys(const chunk_job *j, const seq_head *s, int64_t c, cpu_c
     return L;
 }
 
-/* Chunk c's values of value head s->hv into V ([Cp, Vp], the record's U, where the state pass
- * reads them) and its gates into `in` (rows past L zero, beta 0, G held at the last token's). */
+/* Chunk c's values of value head s->hv into V ([Cp, Vp], rows ldv apart: the record's U, where the
+ * state pass reads them) and its gates into `in` (rows past L zero, beta 0, G held at the last
+ * token's). */
 static void load_values(const chunk_job *j, const seq_head *s, int64_t c, cpu_chunk_inputs *in,
                         float *V)
 {
     const gdn_delta_rule_problem *p = j->p;
     const int64_t L = chunk_length(j, s, c), c0 = s->t0 + c * j->g.C;
-    load_rows(j, &p->a.v, s, c, L, s->hv, p->V, j->g.Vp, V, false);
+    load_rows(j, &p->a.v, s, c, L, s->hv, p->V, j->g.ldv, V, false);
     double G = 0.0;
     for (int64_t i = 0; i < L; i++) {
         double gt, bt;
@@ -355,13 +356,14 @@ static void store_out(const chunk_job *j, const seq_head *s, int64_t c, int64_t 
     const int64_t n = c0 + nc <= j->g.V ? nc : j->g.V - c0;
     for (int64_t i = 0; n > 0 && i < L; i++)
         j->k->store_row(out, token_offset(out, s->row, s->t0 + c * j->g.C + i, s->hv) + c0, n,
-                        O + i * j->g.Vp + c0);
+                        O + i * j->g.ldv + c0);
 }
 
 /* Value heads per group: at most MAX_PER of one key head (more run as several groups); several
  * key heads share a group while their states fit GROUP_STATE_BYTES (at K = V = 128: 8 heads with
- * the f32 kernels, 3 with the bf16 kernels, whose states carry their hi/lo words and scales). */
-enum { MAX_PER = 16, GROUP_STATE_BYTES = 512 << 10 };
+ * the f32 kernels, 3 with the bf16 kernels, whose states carry their hi/lo words and scales; 576
+ * KiB is the 512 KiB measured best in the fifth session plus the rows' pads, see ldv). */
+enum { MAX_PER = 16, GROUP_STATE_BYTES = 576 << 10 };
 
 /* The fused schedule's memory traffic, spread over the kernels' products (cpu_pump): while a
  * group computes chunk c it stores chunk c - 1's output rows (streaming stores, in pieces (row i,
@@ -392,7 +394,7 @@ static void pump_store(group_pump *gp)
     const int64_t i = gp->onext / j->per, r = gp->onext % j->per;
     const seq_head *s = &gp->s[r];
     j->k->store_row(out, token_offset(out, s->row, s->t0 + gp->oc * j->g.C + i, s->hv), j->g.V,
-                    gp->O + r * out_floats(&j->g) + i * j->g.Vp);
+                    gp->O + r * out_floats(&j->g) + i * j->g.ldv);
     gp->onext++;
 }
 

@@ -156,11 +156,11 @@ static void rows_to_vnni(const uint16_t *X, int64_t rows, int64_t cols, uint32_t
  * their ways, and every 32 x 32 block of the product read it again from L2. */
 static int64_t vnni_stride(int64_t nc) { return nc + 16; }
 
-/* What a head's state keeps beside S [Kp, Vp] (at S + Kp Vp, 64-byte aligned: Kp, Vp are
- * multiples of 32): sig [Vp], column j of the state being sig_j S[:, j] (the chunks' decays
- * applied lazily, so that no pass rewrites S for them), and S's hi and lo VNNI words
- * [Kp / 2, vnni_stride(Vp)] each, written as the state update leaves each panel of S in L1
- * (so that no pass reads S again for them). */
+/* What a head's state keeps beside S [Kp, Vp] (rows ldv apart; at S + Kp ldv, 64-byte aligned:
+ * Kp, ldv are multiples of 16): sig [Vp], column j of the state being sig_j S[:, j] (the chunks'
+ * decays applied lazily, so that no pass rewrites S for them), and S's hi and lo VNNI words
+ * [Kp / 2, vnni_stride(Vp)] each, written as the state update leaves each panel of S in L1 (so
+ * that no pass reads S again for them). */
 typedef struct head_extra {
     float *sig;
     uint32_t *hi, *lo;
@@ -175,7 +175,7 @@ static size_t bf16_state_extra_floats(const cpu_chunk_geom *g)
 static head_extra extra_of(const cpu_chunk_geom *g, float *S)
 {
     head_extra e;
-    e.sig = S + g->Kp * g->Vp;
+    e.sig = S + g->Kp * g->ldv;
     e.ldv = vnni_stride(g->Vp);
     e.hi = (uint32_t *)(e.sig + g->Vp);
     e.lo = e.hi + g->Kp / 2 * e.ldv;
@@ -188,7 +188,7 @@ static void bf16_state_begin(const cpu_chunk_geom *g, float *S)
     const head_extra e = extra_of(g, S);
     for (int64_t j = 0; j < g->Vp; j++)
         e.sig[j] = 1.0f;
-    state_words(S, g->Vp, g->Kp, g->Vp, e.hi, e.lo, e.ldv);
+    state_words(S, g->ldv, g->Kp, g->Vp, e.hi, e.lo, e.ldv);
 }
 
 /* After the last: S becomes the state itself, sig_j S[:, j]. */
@@ -197,8 +197,9 @@ static void bf16_state_end(const cpu_chunk_geom *g, float *S)
     const head_extra e = extra_of(g, S);
     for (int64_t i = 0; i < g->Kp; i++)
         for (int64_t j = 0; j < g->Vp; j += 16)
-            _mm512_storeu_ps(S + i * g->Vp + j, _mm512_mul_ps(_mm512_loadu_ps(e.sig + j),
-                                                              _mm512_loadu_ps(S + i * g->Vp + j)));
+            _mm512_storeu_ps(S + i * g->ldv + j,
+                             _mm512_mul_ps(_mm512_loadu_ps(e.sig + j),
+                                           _mm512_loadu_ps(S + i * g->ldv + j)));
 }
 
 static size_t bf16_scratch_floats(const cpu_chunk_geom *g)
@@ -356,7 +357,7 @@ static bool lazy_scale_ok(float x) { return x >= 0x1p-60f && x <= 0x1p60f; }
 static void bf16_state(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_chunk_record *rec,
                        float *S, int64_t c0, int64_t nc, float *O, float *scratch)
 {
-    const int64_t Cp = g->Cp, Kp = g->Kp, Vp = g->Vp;
+    const int64_t Cp = g->Cp, Kp = g->Kp, ld = g->ldv;
     const int64_t ldv = vnni_stride(nc);
     const head_extra e = extra_of(g, S);
     const float sig = e.sig[c0], next = sig * *rec->decay;
@@ -373,21 +374,21 @@ static void bf16_state(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_
     O += c0;
     products_begin();
     const bf16_term ks = {K16, Kp, {Sh, Sl}, 2, e.ldv, Kp};
-    bf16_gemm(Cp, nc, &ks, 1, NULL, 0, O, Vp, 0); /* K S, in O until O is made */
-    residual_to_vnni(U, O, Vp, Cp, nc, beta, res, sig, Xh, Xl, ldv);
+    bf16_gemm(Cp, nc, &ks, 1, NULL, 0, O, ld, 0); /* K S, in O until O is made */
+    residual_to_vnni(U, O, ld, Cp, nc, beta, res, sig, Xh, Xl, ldv);
     const bf16_term tr[2] = {{Th, Cp, {Xh, Xl}, 2, ldv, Cp}, {Tl, Cp, {Xh, NULL}, 1, ldv, Cp}};
-    bf16_gemm(Cp, nc, tr, 2, NULL, 0, U, Vp, A_LOWER); /* V' = T R */
+    bf16_gemm(Cp, nc, tr, 2, NULL, 0, U, ld, A_LOWER); /* V' = T R */
     const bf16_term qs = {Q16, Kp, {Sh, Sl}, 2, e.ldv, Kp};
-    bf16_gemm(Cp, nc, &qs, 1, NULL, 0, O, Vp, 0);
-    finish_values(U, O, Vp, Cp, nc, out, sig, upd, lazy ? 1.0f / next : 1.0f, Vw, Xh, Xl, ldv);
+    bf16_gemm(Cp, nc, &qs, 1, NULL, 0, O, ld, 0);
+    finish_values(U, O, ld, Cp, nc, out, sig, upd, lazy ? 1.0f / next : 1.0f, Vw, Xh, Xl, ldv);
     const bf16_term pv = {P16, Cp, {Vw, NULL}, 1, ldv, Cp};
-    bf16_gemm(Cp, nc, &pv, 1, O, Vp, O, Vp, A_LOWER); /* O = diag(out) Q S + P V' */
+    bf16_gemm(Cp, nc, &pv, 1, O, ld, O, ld, A_LOWER); /* O = diag(out) Q S + P V' */
     for (int64_t j = 0; j < nc; j += 32) { /* the update (above), then the panel's words */
         const bf16_term kv = {KT16, Cp, {Xh + j, Xl + j}, 2, ldv, Cp};
         if (!lazy) /* the panel then waits in L1 for the update */
-            scale_block(S + j, Vp, Kp, 32, next);
-        bf16_gemm(Kp, 32, &kv, 1, S + j, Vp, S + j, Vp, 0);
-        state_words(S + j, Vp, Kp, 32, e.hi + c0 + j, e.lo + c0 + j, e.ldv);
+            scale_block(S + j, ld, Kp, 32, next);
+        bf16_gemm(Kp, 32, &kv, 1, S + j, ld, S + j, ld, 0);
+        state_words(S + j, ld, Kp, 32, e.hi + c0 + j, e.lo + c0 + j, e.ldv);
     }
     products_end();
     for (int64_t j = c0; j < c0 + nc; j++)

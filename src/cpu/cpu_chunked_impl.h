@@ -485,19 +485,19 @@ static void state(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_chunk
                   float *S, int64_t c0, int64_t nc, float *O, float *scratch)
 {
     (void)scratch;
-    const int64_t Cp = g->Cp, Kp = g->Kp, Vp = g->Vp;
+    const int64_t Cp = g->Cp, Kp = g->Kp, ld = g->ldv;
     const row_scale qs = {rec->rows, 1}, decay = {rec->decay, 0};
     float *U = rec->U + c0;
     S += c0;
     O += c0;
     cpu_pump *pump = rec->pump;
     /* R = V + K' S in O until O is made, then V' = Tb R in U (over the values) */
-    gemm(Cp, nc, Kp, rec->W, Kp, S, Vp, U, Vp, unscaled, O, Vp, false, pump);
-    gemm(Cp, nc, Cp, rec->T, Cp, O, Vp, NULL, 0, unscaled, U, Vp, true, pump);
-    gemm(Cp, nc, Kp, keys->Q, Kp, S, Vp, NULL, 0, unscaled, O, Vp, false, pump); /* O = Q S, */
+    gemm(Cp, nc, Kp, rec->W, Kp, S, ld, U, ld, unscaled, O, ld, false, pump);
+    gemm(Cp, nc, Cp, rec->T, Cp, O, ld, NULL, 0, unscaled, U, ld, true, pump);
+    gemm(Cp, nc, Kp, keys->Q, Kp, S, ld, NULL, 0, unscaled, O, ld, false, pump); /* O = Q S, */
     /* then O = diag(scale e^G) O + P V' */
-    gemm(Cp, nc, Cp, rec->P, Cp, U, Vp, O, Vp, qs, O, Vp, true, pump);
-    gemm(Kp, nc, Cp, rec->KT, Cp, U, Vp, S, Vp, decay, S, Vp, false, pump); /* S update */
+    gemm(Cp, nc, Cp, rec->P, Cp, U, ld, O, ld, qs, O, ld, true, pump);
+    gemm(Kp, nc, Cp, rec->KT, Cp, U, ld, S, ld, decay, S, ld, false, pump); /* S update */
 }
 
 /* chunk 32: no tile shape to fill, and 32 costs fewer multiply-adds per token than 64 (the C^2
