@@ -357,8 +357,8 @@ static bool lazy_scale_ok(float x) { return x >= 0x1p-60f && x <= 0x1p60f; }
 static void bf16_state(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_chunk_record *rec,
                        float *S, int64_t c0, int64_t nc, float *O, float *scratch)
 {
-    const int64_t Cp = g->Cp, Kp = g->Kp, ld = g->ldv;
-    const int64_t ldv = vnni_stride(nc);
+    const int64_t Cp = g->Cp, Kp = g->Kp, ldf = g->ldv; /* rows of the f32 S, U and O */
+    const int64_t ldv = vnni_stride(nc);                 /* rows of the VNNI words */
     const head_extra e = extra_of(g, S);
     const float sig = e.sig[c0], next = sig * *rec->decay;
     const bool lazy = lazy_scale_ok(next);
@@ -374,21 +374,21 @@ static void bf16_state(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_
     O += c0;
     products_begin();
     const bf16_term ks = {K16, Kp, {Sh, Sl}, 2, e.ldv, Kp};
-    bf16_gemm(Cp, nc, &ks, 1, NULL, 0, O, ld, 0); /* K S, in O until O is made */
-    residual_to_vnni(U, O, ld, Cp, nc, beta, res, sig, Xh, Xl, ldv);
+    bf16_gemm(Cp, nc, &ks, 1, NULL, 0, O, ldf, 0); /* K S, in O until O is made */
+    residual_to_vnni(U, O, ldf, Cp, nc, beta, res, sig, Xh, Xl, ldv);
     const bf16_term tr[2] = {{Th, Cp, {Xh, Xl}, 2, ldv, Cp}, {Tl, Cp, {Xh, NULL}, 1, ldv, Cp}};
-    bf16_gemm(Cp, nc, tr, 2, NULL, 0, U, ld, A_LOWER); /* V' = T R */
+    bf16_gemm(Cp, nc, tr, 2, NULL, 0, U, ldf, A_LOWER); /* V' = T R */
     const bf16_term qs = {Q16, Kp, {Sh, Sl}, 2, e.ldv, Kp};
-    bf16_gemm(Cp, nc, &qs, 1, NULL, 0, O, ld, 0);
-    finish_values(U, O, ld, Cp, nc, out, sig, upd, lazy ? 1.0f / next : 1.0f, Vw, Xh, Xl, ldv);
+    bf16_gemm(Cp, nc, &qs, 1, NULL, 0, O, ldf, 0);
+    finish_values(U, O, ldf, Cp, nc, out, sig, upd, lazy ? 1.0f / next : 1.0f, Vw, Xh, Xl, ldv);
     const bf16_term pv = {P16, Cp, {Vw, NULL}, 1, ldv, Cp};
-    bf16_gemm(Cp, nc, &pv, 1, O, ld, O, ld, A_LOWER); /* O = diag(out) Q S + P V' */
+    bf16_gemm(Cp, nc, &pv, 1, O, ldf, O, ldf, A_LOWER); /* O = diag(out) Q S + P V' */
     for (int64_t j = 0; j < nc; j += 32) { /* the update (above), then the panel's words */
         const bf16_term kv = {KT16, Cp, {Xh + j, Xl + j}, 2, ldv, Cp};
         if (!lazy) /* the panel then waits in L1 for the update */
-            scale_block(S + j, ld, Kp, 32, next);
-        bf16_gemm(Kp, 32, &kv, 1, S + j, ld, S + j, ld, 0);
-        state_words(S + j, ld, Kp, 32, e.hi + c0 + j, e.lo + c0 + j, e.ldv);
+            scale_block(S + j, ldf, Kp, 32, next);
+        bf16_gemm(Kp, 32, &kv, 1, S + j, ldf, S + j, ldf, 0);
+        state_words(S + j, ldf, Kp, 32, e.hi + c0 + j, e.lo + c0 + j, e.ldv);
     }
     products_end();
     for (int64_t j = c0; j < c0 + nc; j++)
