@@ -92,55 +92,50 @@ __device__ __forceinline__ void stmatrix_x4_trans(unsigned addr, unsigned r0, un
 #endif
 }
 
-// scale-d is a predicate, set from a register operand (always 1: D accumulates)
-#define GDN_WG_PRE "{\n.reg .pred p;\nsetp.ne.b32 p, %" GDN_WG_ONE ", 0;\nwgmma.mma_async.sync.aligned."
-
 // d[0..31] (64 x 64, f32) += SA * A (registers) B (descriptor); SA = 1 or -1; TB = 1: B is
-// MN-major. F16: f16 operands, else bf16. d is a register array (constant indices only).
-#define GDN_WG_ONE "39"
+// MN-major. F16: f16 operands, else bf16 (TY: the PTX type). d is a register array (constant
+// indices only). scale-d is a predicate set from a register operand (always 1: D accumulates).
+#define GDN_WG_N64(TY)                                                                         \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %39, 0;\nwgmma.mma_async.sync.aligned."    \
+                 "m64n64k16.f32." TY "." TY " {" GDN_WG_D32 "}, {%32, %33, %34, %35}, "          \
+                 "%36, p, %37, 1, %38;\n}\n"                                                    \
+                 : GDN_WG_OUT32                                                                \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(SA), "n"(TB), "r"(1))
 template <bool F16, int SA, int TB>
 __device__ __forceinline__ void wg_mma_n64(float *d, const unsigned (&a)[4], uint64_t desc)
 {
 #ifdef GDN_WGMMA
     if constexpr (F16)
-        asm volatile(GDN_WG_PRE "m64n64k16.f32.f16.f16 {" GDN_WG_D32 "}, {%32, %33, %34, %35}, "
-                     "%36, p, %37, 1, %38;\n}\n"
-                     : GDN_WG_OUT32
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(SA), "n"(TB), "r"(1));
+        GDN_WG_N64("f16");
     else
-        asm volatile(GDN_WG_PRE "m64n64k16.f32.bf16.bf16 {" GDN_WG_D32 "}, {%32, %33, %34, %35}, "
-                     "%36, p, %37, 1, %38;\n}\n"
-                     : GDN_WG_OUT32
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(SA), "n"(TB), "r"(1));
+        GDN_WG_N64("bf16");
 #else
     (void)d, (void)a, (void)desc;
 #endif
 }
 
 // d[0..63] (64 x 128, f32) += SA * A B, as wg_mma_n64.
-#undef GDN_WG_ONE
-#define GDN_WG_ONE "71"
+#define GDN_WG_N128(TY)                                                                        \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %71, 0;\nwgmma.mma_async.sync.aligned."    \
+                 "m64n128k16.f32." TY "." TY " {" GDN_WG_D64 "}, {%64, %65, %66, %67}, "         \
+                 "%68, p, %69, 1, %70;\n}\n"                                                    \
+                 : GDN_WG_OUT64                                                                \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(SA), "n"(TB), "r"(1))
 template <bool F16, int SA, int TB>
 __device__ __forceinline__ void wg_mma_n128(float *d, const unsigned (&a)[4], uint64_t desc)
 {
 #ifdef GDN_WGMMA
     if constexpr (F16)
-        asm volatile(GDN_WG_PRE "m64n128k16.f32.f16.f16 {" GDN_WG_D64 "}, {%64, %65, %66, %67}, "
-                     "%68, p, %69, 1, %70;\n}\n"
-                     : GDN_WG_OUT64
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(SA), "n"(TB), "r"(1));
+        GDN_WG_N128("f16");
     else
-        asm volatile(GDN_WG_PRE "m64n128k16.f32.bf16.bf16 {" GDN_WG_D64 "}, {%64, %65, %66, %67}, "
-                     "%68, p, %69, 1, %70;\n}\n"
-                     : GDN_WG_OUT64
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(SA), "n"(TB), "r"(1));
+        GDN_WG_N128("bf16");
 #else
     (void)d, (void)a, (void)desc;
 #endif
 }
 
-#undef GDN_WG_ONE
-#undef GDN_WG_PRE
+#undef GDN_WG_N64
+#undef GDN_WG_N128
 #undef GDN_WG_D32
 #undef GDN_WG_OUT32
 #undef GDN_WG_D64
