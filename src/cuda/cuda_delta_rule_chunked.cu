@@ -1413,11 +1413,13 @@ __global__ void __launch_bounds__(kStitchThreads) stitch_starts(const ck_args p)
 // Which (column tile, head, segment slot) a state-pass block runs, for tiles of `cols` value
 // columns. The maps pass (!OUT) has KP / cols more tiles per head: those below KP / cols are
 // columns of M (identity start, no U), the rest of N. False when the block has nothing to do:
-// past the last slot, or the map of a sequence's last segment (never used).
+// past the last slot, the map of a sequence's last segment (never used), or a padded sequence.
 struct state_block {
     int tile, v0;             // tile index; its first column of V (of M for m_cols)
     int64_t hv, slot, n, seg; // value head, segment slot, its sequence and segment there
     bool last_seg, m_cols;
+    float *state;             // the sequence's state in the pool, and whether the pass starts
+    bool init;                // from it (sequence_state)
 };
 
 template <bool OUT>
@@ -1435,7 +1437,7 @@ __device__ __forceinline__ bool state_block_for(const ck_args &p, int64_t id, in
         return false;
     b.m_cols = !OUT && b.tile < KP / cols;
     b.v0 = (OUT || b.m_cols ? b.tile : b.tile - KP / cols) * cols;
-    return true;
+    return sequence_state(p, b.n, b.hv, b.state, b.init);
 }
 
 // The state pass over one segment of one sequence for one 32-column tile of one head.
@@ -1462,12 +1464,9 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
         return;
     const int tile = b.tile, v0 = b.v0;
     const int64_t hv = b.hv, slot = b.slot, n = b.n, seg = b.seg;
-    const bool last_seg = b.last_seg, m_cols = b.m_cols;
+    const bool last_seg = b.last_seg, m_cols = b.m_cols, init = b.init;
+    float *const state = b.state;
     const int warp = threadIdx.x >> 5, mt = warp & 3, nh = warp >> 2;
-    float *state;
-    bool init;
-    if (!sequence_state(p, n, hv, state, init))
-        return; // a padded sequence
     const bool kv = a.state_layout == GDN_STATE_KV;
     const int64_t s2 = a.state.stride[2], s3 = a.state.stride[3];
     // this warp holds state rows 16w..16w+15; known at compile time when every warp does, so the
@@ -1808,11 +1807,8 @@ __global__ void __launch_bounds__(kWgThreads, 1) chunk_state_wg(const ck_args p)
         return;
     const int tile = b.tile, v0 = b.v0;
     const int64_t hv = b.hv, slot = b.slot, n = b.n, seg = b.seg;
-    const bool last_seg = b.last_seg, m_cols = b.m_cols;
-    float *state;
-    bool init;
-    if (!sequence_state(p, n, hv, state, init))
-        return;
+    const bool last_seg = b.last_seg, m_cols = b.m_cols, init = b.init;
+    float *const state = b.state;
     const bool kv = a.state_layout == GDN_STATE_KV;
     const int64_t s2 = a.state.stride[2], s3 = a.state.stride[3];
     const int lane = threadIdx.x & 31, t = lane & 3;
