@@ -118,7 +118,7 @@ struct ck_dims {
     int tc_bytes;               // chunk_state_tc's shared memory (tc_layout)
     // chunk_prep_tc (16-bit types): q, k, v tiles; f32 A, T and block-row scratch (row stride
     // ldf, even so that pairs load 8 bytes at a time); per-token G, beta and their exponentials
-    int ldf, r_k, r_q, r_v, r_a, r_t, r_x, r_g, r_b, r_eg, r_el, r_iq, r_ik, prep_tc_bytes;
+    int ldf, r_k, r_q, r_v, r_a, r_t, r_x, r_g, r_b, r_eg, r_el, r_iq, r_ik, r_sw, prep_tc_bytes;
 };
 
 struct ck_args {
@@ -193,6 +193,7 @@ ck_dims dims_for(int64_t K, int64_t V, int es)
     d.r_el = take(kC * 4);
     d.r_iq = take(kC * 4);
     d.r_ik = take(kC * 4);
+    d.r_sw = take((kC + 2) * 4);
     d.prep_tc_bytes = at;
     return d;
 }
@@ -744,7 +745,7 @@ __device__ __forceinline__ void stage_rows16(E *dst, int ld, const gdn_tensor &t
         }
 }
 
-// A 16-byte piece of eight 16-bit elements of the policy's type as f32, and back.
+// A 16-byte piece of eight 16-bit elements of the policy's type as f32.
 template <class P>
 __device__ __forceinline__ void unpack8(float (&f)[8], uint4 u)
 {
@@ -754,27 +755,6 @@ __device__ __forceinline__ void unpack8(float (&f)[8], uint4 u)
         const float2 t = P::unpack(w[i]);
         f[2 * i] = t.x, f[2 * i + 1] = t.y;
     }
-}
-
-template <class P>
-__device__ __forceinline__ uint4 pack8(const float (&f)[8])
-{
-    return make_uint4(P::pack(f[0], f[1]), P::pack(f[2], f[3]), P::pack(f[4], f[5]),
-                      P::pack(f[6], f[7]));
-}
-
-// s u as hi + lo pieces: s u = hi + lo to about 2^-16 of each element.
-template <class P>
-__device__ __forceinline__ void scale_split8(uint4 u, float s, uint4 &hi, uint4 &lo)
-{
-    float f[8];
-    unsigned h[4], l[4];
-    unpack8<P>(f, u);
-#pragma unroll
-    for (int i = 0; i < 4; i++)
-        split_pair<P>(s * f[2 * i], s * f[2 * i + 1], h[i], l[i]);
-    hi = make_uint4(h[0], h[1], h[2], h[3]);
-    lo = make_uint4(l[0], l[1], l[2], l[3]);
 }
 
 // Ik[i] = 1 / ||k_i||, Iq[i] = 1 / ||q_i|| for the chunk's 64 rows (the in-kernel L2 norm, as the
@@ -818,21 +798,45 @@ __device__ __forceinline__ void frag_b2_trans(unsigned (&b)[4], const E *y, int 
     ldsm_x4(b, y + (n0 + (l & 7) + 8 * (l >> 4)) * ld + k0 + 8 * ((l >> 3) & 1));
 }
 
-// A fragment (16 x 16 at (m0, k0)) of an f32 row-major tile as hi + lo parts in the policy's
-// type: hi the elements rounded, lo what rounding left (hi + lo = the element to about 16 bits).
+// A fragment (16 x 16 at (m0, k0)) of t diag(cs) f, t f32 row-major, as hi + lo parts in the
+// policy's type: hi the elements rounded, lo what rounding left (hi + lo = the element to about
+// 16 bits). f is a power of two (w_scale_pow2): it scales exactly.
 template <class P>
-__device__ __forceinline__ void frag_a_f32_split(unsigned (&hi)[4], unsigned (&lo)[4],
-                                                 const float *t, int ld, int m0, int k0)
+__device__ __forceinline__ void frag_a_f32_cols_split(unsigned (&hi)[4], unsigned (&lo)[4],
+                                                      const float *t, int ld, int m0, int k0,
+                                                      const float *cs, float f)
 {
     const int g = (threadIdx.x & 31) >> 2, c = k0 + 2 * (threadIdx.x & 3);
     const float *r0 = t + (m0 + g) * ld, *r1 = r0 + 8 * ld;
+    const float2 s0 = *reinterpret_cast<const float2 *>(cs + c);
+    const float2 s1 = *reinterpret_cast<const float2 *>(cs + c + 8);
     const float2 x[4] = {*reinterpret_cast<const float2 *>(r0 + c),
                          *reinterpret_cast<const float2 *>(r1 + c),
                          *reinterpret_cast<const float2 *>(r0 + c + 8),
                          *reinterpret_cast<const float2 *>(r1 + c + 8)};
 #pragma unroll
-    for (int i = 0; i < 4; i++)
-        split_pair<P>(x[i].x, x[i].y, hi[i], lo[i]);
+    for (int i = 0; i < 4; i++) {
+        const float2 s = i < 2 ? s0 : s1;
+        split_pair<P>(x[i].x * s.x * f, x[i].y * s.y * f, hi[i], lo[i]);
+    }
+}
+
+// The power of two (down, up = 1 / down) that brings W's row factors, largest magnitude
+// max(m0, m1), into [1/2, 1) before they scale T's columns in f16: the factors carry 1 / ||k||
+// (up to 1e3 with the L2 norm) and f16 tops at 65504, while small factors would lose their lo
+// parts' bits to f16's subnormals. W comes out of the product times up, exactly. bf16 has
+// f32's range: (1, 1).
+template <class P>
+__device__ __forceinline__ float2 w_scale_pow2(float m0, float m1)
+{
+    if constexpr (!P::is_f16)
+        return make_float2(1.0f, 1.0f);
+    const float m = fmaxf(m0, m1);
+    if (!(m > 0.0f) || !isfinite(m))
+        return make_float2(1.0f, 1.0f);
+    int ex;
+    frexpf(m, &ex);
+    return make_float2(ldexpf(1.0f, -ex), ldexpf(1.0f, ex));
 }
 
 // Tm = (I + Am)^-1, Am strictly lower 64 x 64 (f32, row stride ld), Xs 32 x ld of scratch.
@@ -933,6 +937,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
     // cost q.k up to 2^-9 of |q||k|, much more than 2^-9 of q.k when the two are near orthogonal.
     float *Iq = reinterpret_cast<float *>(smem + d.r_iq);
     float *Ik = reinterpret_cast<float *>(smem + d.r_ik);
+    float *Sw = reinterpret_cast<float *>(smem + d.r_sw); // [64 + 2]
     const gdn_delta_rule_args &a = p.a;
     const int64_t hv = blockIdx.y;
     chunk_task ct;
@@ -974,6 +979,11 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
     if (tid < kC) {
         Eg[tid] = expf(Gs[tid]);
         El[tid] = expf(Gs[kC - 1] - Gs[tid]);
+        Sw[tid] = Bs[tid] * Eg[tid] * Ik[tid]; // W's row factors (they scale T's columns)
+        // their largest magnitude in each of the two warps, at Sw[64 + warp] (w_scale_pow2)
+        const unsigned m = __reduce_max_sync(0xffffffffu, __float_as_uint(fabsf(Sw[tid])));
+        if ((tid & 31) == 0)
+            Sw[kC + (tid >> 5)] = __uint_as_float(m);
     }
     { // A = diag(beta) (K K^T * decay) strictly lower (warps 0-3); Aqk (warps 4-7)
         const int m0 = 16 * (warp & 3);
@@ -1020,87 +1030,74 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
     }
     __syncthreads();
     unit_lower_inverse_tc(Am, Tm, Xs, d.ldf);
-    // W's and U's right operands diag(beta e^G / ||k||) K and diag(beta) V as hi + lo 16-bit parts:
-    // hi in place of K and V, lo in Q's place (once Q is out) and in A's (the inverse is made).
-    E *Kl = Qs, *Vl = reinterpret_cast<E *>(Am);
-    { // Q and K as they came to the workspace, by the key head's first value head only (their
-      // factors scale e^G / ||q|| and e^(G_last - G) / ||k|| go to eg and ek, per value head);
-      // K and V scaled into W's and U's right operands.
-      // A half-warp per row, 16 bytes a thread; each piece of Q is read before the same thread
-      // writes K's lo part in its place.
+    { // W = T diag(beta e^G / ||k||) K, U = T diag(beta) V: warp w rows 16 (w % 4), half the
+      // columns. With long memory the state pass's V' = U - W S is a small difference of large
+      // terms, so the cancellation must happen in f32: U stays f32, W goes out as hi + lo 16-bit
+      // parts, and the products lose nothing to 16 bits. Their right operands are the exact
+      // 16-bit k and v rows; the row factors scale T's columns in f32, and that product enters
+      // as hi + lo parts. (T rounded once, shared by U and W, only scales V' = T (beta v -
+      // beta e^G k S) when T is well conditioned; on some long-memory draws it left the state
+      // 1e-3 off, against 6e-6 with T split.)
+        const int m0 = 16 * (warp & 3), half = warp >> 2;
+        E *w = static_cast<E *>(p.W) + ch * kblk, *wl = static_cast<E *>(p.Wl) + ch * kblk;
+        float *u = static_cast<float *>(p.U) + ch * (VP / kVT) * (tc_u_tile() / 4);
+        const float2 wpow = w_scale_pow2<P>(Sw[kC], Sw[kC + 1]);
+#pragma unroll 1
+        for (int part = 0; part < 2; part++) {
+            const bool isw = part == 0;
+            const E *B = isw ? Ks : Vs;
+            const int ldb = isw ? d.ldk : d.ldv, n = isw ? KP : VP;
+            const float down = isw ? wpow.x : 1.0f, up = isw ? wpow.y : 1.0f;
+            unsigned ta[4][4], tl[4][4], fb[4]; // T diag(row factors) as hi + lo fragments
+#pragma unroll
+            for (int ks = 0; ks < 4; ks++)
+                frag_a_f32_cols_split<P>(ta[ks], tl[ks], Tm, d.ldf, m0, 16 * ks, isw ? Sw : Bs,
+                                         down);
+            for (int nb = half * 16; nb < n; nb += 32) {
+                float acc[2][4];
+                acc_zero(acc);
+#pragma unroll
+                for (int ks = 0; ks < 4; ks++) {
+                    frag_b2(fb, B, ldb, 16 * ks, nb);
+                    mma2<P>(acc[0], acc[1], ta[ks], fb);
+                    mma2<P>(acc[0], acc[1], tl[ks], fb);
+                }
+#pragma unroll
+                for (int jt = 0; jt < 2; jt++)
+#pragma unroll
+                    for (int e = 0; e < 4; e += 2) {
+                        const float x = up * acc[jt][e], y = up * acc[jt][e + 1];
+                        if (isw) {
+                            const int at =
+                                tile_at<kswz>(m0 + acc_row(e), nb + acc_col(jt, e), ldg);
+                            store_pair_split<P>(w + at, wl + at, x, y);
+                        } else {
+                            const int c = nb + acc_col(jt, e); // U tile c / 32, column c % 32
+                            store_pair(u + ((c / kVT) * kC + m0 + acc_row(e)) * kUld + c % kVT,
+                                       x, y);
+                        }
+                    }
+            }
+        }
+    }
+    { // Q and K as they came to the workspace, by the key head's first value head only; their
+      // factors scale e^G / ||q|| and e^(G_last - G) / ||k|| go to eg and ek, per value head.
+      // A half-warp per row, 16 bytes a thread.
         const int64_t ks = key_slot(p, blockIdx.x, kh);
         E *qd = static_cast<E *>(p.Qd) + ks * kblk, *kd = static_cast<E *>(p.Kd) + ks * kblk;
-        const bool copy_qk = first_of_key_head(p, hv);
         if (tid < kC) {
             p.eg[ch * kC + tid] = p.scale * Eg[tid] * Iq[tid];
             p.ek[ch * kC + tid] = El[tid] * Ik[tid];
         }
-        for (int i = tid >> 4; i < kC; i += kPrepThreads / 16) {
-            const float fb = Bs[i] * Eg[i] * Ik[i], fv = Bs[i];
-            for (int x = 8 * (tid & 15); x < KP; x += 128) {
-                const int at = i * d.ldk + x;
-                const uint4 kv = *reinterpret_cast<const uint4 *>(Ks + at);
-                if (copy_qk) {
-                    const int gat = tile_at<kswz>(i, x, ldg);
-                    *reinterpret_cast<uint4 *>(qd + gat) =
-                        *reinterpret_cast<const uint4 *>(Qs + at);
-                    *reinterpret_cast<uint4 *>(kd + gat) = kv;
-                }
-                scale_split8<P>(kv, fb, *reinterpret_cast<uint4 *>(Ks + at),
-                                *reinterpret_cast<uint4 *>(Kl + at));
-            }
-            for (int x = 8 * (tid & 15); x < VP; x += 128) {
-                const int at = i * d.ldv + x;
-                scale_split8<P>(*reinterpret_cast<const uint4 *>(Vs + at), fv,
-                                *reinterpret_cast<uint4 *>(Vs + at),
-                                *reinterpret_cast<uint4 *>(Vl + at));
-            }
-        }
         if (tid == 0)
             p.gl[ch] = expf(Gs[kC - 1]);
-    }
-    __syncthreads();
-    { // W = T (diag(beta e^G) K), U = T (diag(beta) V): warp w rows 16 (w % 4), half the columns.
-      // With long memory the state pass's V' = U - W S is a small difference of large terms, so
-      // U stays f32 and W goes out as hi + lo 16-bit parts, and the right operands enter as
-      // hi + lo too, and so does T: the cancellation happens in f32. (T rounded once is shared
-      // by U and W, so it only scales V' = T (beta v - beta e^G k S) when T is well conditioned;
-      // on some long-memory draws it left the state 1e-3 off, against 6e-6 with T split.)
-        const int m0 = 16 * (warp & 3), half = warp >> 2;
-        E *w = static_cast<E *>(p.W) + ch * kblk, *wl = static_cast<E *>(p.Wl) + ch * kblk;
-        float *u = static_cast<float *>(p.U) + ch * (VP / kVT) * (tc_u_tile() / 4);
-        unsigned ta[4][4], tl[4][4], fb[4]; // T as hi + lo fragments
-#pragma unroll
-        for (int ks = 0; ks < 4; ks++)
-            frag_a_f32_split<P>(ta[ks], tl[ks], Tm, d.ldf, m0, 16 * ks);
-        for (int n0 = half * 16; n0 < KP + VP; n0 += 32) {
-            const bool isw = n0 < KP;
-            const E *B = isw ? Ks : Vs, *Bl = isw ? Kl : Vl;
-            const int ldb = isw ? d.ldk : d.ldv, nb = isw ? n0 : n0 - KP;
-            float acc[2][4];
-            acc_zero(acc);
-#pragma unroll
-            for (int ks = 0; ks < 4; ks++) {
-                frag_b2(fb, B, ldb, 16 * ks, nb);
-                mma2<P>(acc[0], acc[1], ta[ks], fb);
-                mma2<P>(acc[0], acc[1], tl[ks], fb);
-                frag_b2(fb, Bl, ldb, 16 * ks, nb);
-                mma2<P>(acc[0], acc[1], ta[ks], fb);
-            }
-#pragma unroll
-            for (int jt = 0; jt < 2; jt++)
-#pragma unroll
-                for (int e = 0; e < 4; e += 2) {
-                    const float x = acc[jt][e], y = acc[jt][e + 1];
-                    if (isw) {
-                        const int at = tile_at<kswz>(m0 + acc_row(e), nb + acc_col(jt, e), ldg);
-                        store_pair_split<P>(w + at, wl + at, x, y);
-                    } else {
-                        const int c = nb + acc_col(jt, e); // U tile c / 32, column c % 32
-                        store_pair(u + ((c / kVT) * kC + m0 + acc_row(e)) * kUld + c % kVT, x, y);
-                    }
+        if (first_of_key_head(p, hv))
+            for (int i = tid >> 4; i < kC; i += kPrepThreads / 16)
+                for (int x = 8 * (tid & 15); x < KP; x += 128) {
+                    const int at = i * d.ldk + x, gat = tile_at<kswz>(i, x, ldg);
+                    *reinterpret_cast<uint4 *>(qd + gat) = *reinterpret_cast<const uint4 *>(Qs + at);
+                    *reinterpret_cast<uint4 *>(kd + gat) = *reinterpret_cast<const uint4 *>(Ks + at);
                 }
-        }
     }
 }
 
