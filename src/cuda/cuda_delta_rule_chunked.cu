@@ -1013,19 +1013,28 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
             constexpr int ldq = tc_ld(kC, sizeof(E));
             constexpr bool qswz = tc_swizzled(kC, sizeof(E));
             E *aq = static_cast<E *>(p.Aq) + ch * (tc_aq_block(sizeof(E)) / (int)sizeof(E));
+            // 16 x 16 blocks, 16 bytes a lane through the warp's scratch (Xs: free until the
+            // inverse)
+            unsigned char *scratch = reinterpret_cast<unsigned char *>(Xs) + 1024 * warp;
 #pragma unroll
-            for (int jt = 0; jt < 8; jt++)
+            for (int b = 0; b < 4; b++) {
+                unsigned pw[2][2];
 #pragma unroll
-                for (int e = 0; e < 4; e += 2) {
-                    const int r = m0 + acc_row(e), cc = acc_col(jt, e);
-                    const float f = p.scale * Iq[r];
-                    const float x =
-                        cc <= r ? f * Ik[cc] * acc[jt][e] * __expf(Gs[r] - Gs[cc]) : 0.0f;
-                    const float y =
-                        cc + 1 <= r ? f * Ik[cc + 1] * acc[jt][e + 1] * __expf(Gs[r] - Gs[cc + 1])
-                                    : 0.0f;
-                    store_pair(aq + tile_at<qswz>(r, cc, ldq), x, y);
-                }
+                for (int j = 0; j < 2; j++)
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        const int jt = 2 * b + j, e = 2 * h;
+                        const int r = m0 + acc_row(e), cc = acc_col(jt, e);
+                        const float f = p.scale * Iq[r];
+                        const float x =
+                            cc <= r ? f * Ik[cc] * acc[jt][e] * __expf(Gs[r] - Gs[cc]) : 0.0f;
+                        const float y = cc + 1 <= r ? f * Ik[cc + 1] * acc[jt][e + 1] *
+                                                          __expf(Gs[r] - Gs[cc + 1])
+                                                    : 0.0f;
+                        pw[j][h] = P::pack(x, y);
+                    }
+                store_block16<qswz>(aq, ldq, m0, 16 * b, pw, scratch);
+            }
         }
     }
     __syncthreads();
@@ -1042,12 +1051,13 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
         E *w = static_cast<E *>(p.W) + ch * kblk, *wl = static_cast<E *>(p.Wl) + ch * kblk;
         float *u = static_cast<float *>(p.U) + ch * (VP / kVT) * (tc_u_tile() / 4);
         const float2 wpow = w_scale_pow2<P>(Sw[kC], Sw[kC + 1]);
+        unsigned char *scratch = reinterpret_cast<unsigned char *>(Xs) + 1024 * warp; // free now
 #pragma unroll 1
         for (int part = 0; part < 2; part++) {
             const bool isw = part == 0;
             const E *B = isw ? Ks : Vs;
             const int ldb = isw ? d.ldk : d.ldv, n = isw ? KP : VP;
-            const float down = isw ? wpow.x : 1.0f, up = isw ? wpow.y : 1.0f;
+            const float down = isw ? wpow.x : 1.0f, up = wpow.y; // up: W's only
             unsigned ta[4][4], tl[4][4], fb[4]; // T diag(row factors) as hi + lo fragments
 #pragma unroll
             for (int ks = 0; ks < 4; ks++)
@@ -1062,21 +1072,26 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
                     mma2<P>(acc[0], acc[1], ta[ks], fb);
                     mma2<P>(acc[0], acc[1], tl[ks], fb);
                 }
+                if (isw) { // hi + lo parts, 16 bytes a lane through the warp's scratch
+                    unsigned hw[2][2], lw[2][2];
 #pragma unroll
-                for (int jt = 0; jt < 2; jt++)
+                    for (int jt = 0; jt < 2; jt++)
 #pragma unroll
-                    for (int e = 0; e < 4; e += 2) {
-                        const float x = up * acc[jt][e], y = up * acc[jt][e + 1];
-                        if (isw) {
-                            const int at =
-                                tile_at<kswz>(m0 + acc_row(e), nb + acc_col(jt, e), ldg);
-                            store_pair_split<P>(w + at, wl + at, x, y);
-                        } else {
+                        for (int h = 0; h < 2; h++)
+                            split_pair<P>(up * acc[jt][2 * h], up * acc[jt][2 * h + 1], hw[jt][h],
+                                          lw[jt][h]);
+                    store_block16<kswz>(w, ldg, m0, nb, hw, scratch);
+                    store_block16<kswz>(wl, ldg, m0, nb, lw, scratch + 512);
+                } else {
+#pragma unroll
+                    for (int jt = 0; jt < 2; jt++)
+#pragma unroll
+                        for (int e = 0; e < 4; e += 2) {
                             const int c = nb + acc_col(jt, e); // U tile c / 32, column c % 32
                             store_pair(u + ((c / kVT) * kC + m0 + acc_row(e)) * kUld + c % kVT,
-                                       x, y);
+                                       acc[jt][e], acc[jt][e + 1]);
                         }
-                    }
+                }
             }
         }
     }

@@ -213,6 +213,45 @@ __host__ __device__ __forceinline__ int tile_at(int r, int c, int ld)
                : r * ld + c;
 }
 
+// A warp's 16 x 16 block of 16-bit elements, held as mma accumulator pairs (w[j][h]: row
+// 8 h + lane / 4, columns 8 j + 2 (lane % 4) and the next), to rows m0.. and columns n0.. of
+// a global tile (tile_at<SWZ>, row stride ld) through 512 bytes of the warp's shared scratch
+// (16-byte aligned), so that each lane stores one whole 16-byte piece: 16 full 32-byte sectors
+// per store instead of 16 bytes of 8 rows per 4-byte store. The scratch's 32-byte rows swap
+// their halves on rows 4-7 of each 8 (no bank conflicts); stmatrix fills it on sm_90.
+__device__ __forceinline__ unsigned char *block16_piece(unsigned char *scratch, int r, int half)
+{
+    return scratch + 32 * r + 16 * (half ^ ((r >> 2) & 1));
+}
+
+template <bool SWZ, class E>
+__device__ __forceinline__ void store_block16(E *dst, int ld, int m0, int n0,
+                                              const unsigned (&w)[2][2], unsigned char *scratch)
+{
+    const int l = threadIdx.x & 31;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    { // lanes 8i..8i+7 address the rows of matrix i = (j, h) = (i / 2, i % 2)
+        const int i = l >> 3, r = 8 * (i & 1) + (l & 7);
+        const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(block16_piece(scratch, r, i >> 1)));
+        asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(a),
+                     "r"(w[0][0]), "r"(w[0][1]), "r"(w[1][0]), "r"(w[1][1])
+                     : "memory");
+    }
+#else
+#pragma unroll
+    for (int j = 0; j < 2; j++)
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+            *reinterpret_cast<unsigned *>(block16_piece(scratch, 8 * h + (l >> 2), j) + 4 * (l & 3)) =
+                w[j][h];
+#endif
+    __syncwarp();
+    const int r = l >> 1, half = l & 1;
+    *reinterpret_cast<uint4 *>(dst + tile_at<SWZ>(m0 + r, n0 + 8 * half, ld)) =
+        *reinterpret_cast<const uint4 *>(block16_piece(scratch, r, half));
+    __syncwarp(); // the scratch is free again
+}
+
 // A fragment (16 x 16 at (m0, k0)) of a row-major [m][k] tile.
 template <bool SWZ = false, class E>
 __device__ __forceinline__ void frag_a(unsigned (&a)[4], const E *t, int ld, int m0, int k0)
