@@ -835,17 +835,17 @@ __device__ __forceinline__ void frag_a_f32_cols_split(unsigned (&hi)[4], unsigne
     }
 }
 
-// The power of two (down, up = 1 / down) that brings W's row factors, largest magnitude
-// max(m0, m1), into [1/2, 1) before they scale T's columns in f16: the factors carry 1 / ||k||
-// (up to 1e3 with the L2 norm) and f16 tops at 65504, while small factors would lose their lo
-// parts' bits to f16's subnormals. W comes out of the product times up, exactly. bf16 has
-// f32's range: (1, 1).
+// The power of two (down, up = 1 / down) that brings W's row factors, largest magnitudes
+// m2[0], m2[1] (one per warp), into [1/2, 1) before they scale T's columns in f16: the factors
+// carry 1 / ||k|| (up to 1e3 with the L2 norm) and f16 tops at 65504, while small factors would
+// lose their lo parts' bits to f16's subnormals. W comes out of the product times up, exactly.
+// bf16 has f32's range: (1, 1), m2 not read.
 template <class P>
-__device__ __forceinline__ float2 w_scale_pow2(float m0, float m1)
+__device__ __forceinline__ float2 w_scale_pow2(const float *m2)
 {
     if constexpr (!P::is_f16)
         return make_float2(1.0f, 1.0f);
-    const float m = fmaxf(m0, m1);
+    const float m = fmaxf(m2[0], m2[1]);
     if (!(m > 0.0f) || !isfinite(m))
         return make_float2(1.0f, 1.0f);
     int ex;
@@ -995,10 +995,11 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
         Eg[tid] = expf(Gs[tid]);
         El[tid] = expf(Gs[kC - 1] - Gs[tid]);
         Sw[tid] = Bs[tid] * Eg[tid] * Ik[tid]; // W's row factors (they scale T's columns)
-        // their largest magnitude in each of the two warps, at Sw[64 + warp] (w_scale_pow2)
-        const unsigned m = __reduce_max_sync(0xffffffffu, __float_as_uint(fabsf(Sw[tid])));
-        if ((tid & 31) == 0)
-            Sw[kC + (tid >> 5)] = __uint_as_float(m);
+        if constexpr (P::is_f16) { // their largest magnitude per warp, at Sw[64 + warp]
+            const unsigned m = __reduce_max_sync(0xffffffffu, __float_as_uint(fabsf(Sw[tid])));
+            if ((tid & 31) == 0)
+                Sw[kC + (tid >> 5)] = __uint_as_float(m);
+        }
     }
     { // A = diag(beta) (K K^T * decay) strictly lower (warps 0-3); Aqk (warps 4-7)
         const int m0 = 16 * (warp & 3);
@@ -1065,14 +1066,14 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
         const int m0 = 16 * (warp & 3), half = warp >> 2;
         E *w = static_cast<E *>(p.W) + ch * kblk, *wl = static_cast<E *>(p.Wl) + ch * kblk;
         float *u = static_cast<float *>(p.U) + ch * (VP / kVT) * (tc_u_tile() / 4);
-        const float2 wpow = w_scale_pow2<P>(Sw[kC], Sw[kC + 1]);
+        const float2 wpow = w_scale_pow2<P>(Sw + kC);
         unsigned char *scratch = reinterpret_cast<unsigned char *>(Xs) + 1024 * warp; // free now
 #pragma unroll 1
         for (int part = 0; part < 2; part++) {
             const bool isw = part == 0;
             const E *B = isw ? Ks : Vs;
             const int ldb = isw ? L.ldk : d.ldv, n = isw ? KP : VP;
-            const float down = isw ? wpow.x : 1.0f, up = wpow.y; // up: W's only
+            const float down = isw ? wpow.x : 1.0f;
             unsigned ta[4][4], tl[4][4], fb[4]; // T diag(row factors) as hi + lo fragments
 #pragma unroll
             for (int ks = 0; ks < 4; ks++)
@@ -1093,7 +1094,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
                     for (int jt = 0; jt < 2; jt++)
 #pragma unroll
                         for (int h = 0; h < 2; h++)
-                            split_pair<P>(up * acc[jt][2 * h], up * acc[jt][2 * h + 1], hw[jt][h],
+                            split_pair<P>(wpow.y * acc[jt][2 * h], wpow.y * acc[jt][2 * h + 1], hw[jt][h],
                                           lw[jt][h]);
                     store_block16<kswz>(w, ldg, m0, nb, hw, scratch);
                     store_block16<kswz>(wl, ldg, m0, nb, lw, scratch + 512);
@@ -1791,7 +1792,7 @@ __device__ __forceinline__ void store_out_wg(const gdn_tensor &out, unsigned cha
         const int m = lane >> 3, c = lane & 7, v = 16 * warp + 8 * (m & 1);
 #pragma unroll
         for (int j = 0; j < 8; j += 2) // n-tiles j, j + 1 (tokens 8j..8j+15), both 8-row halves
-            stmatrix_x4_trans(base + (unsigned)(((8 * (j + (m >> 1)) + c) * ld + v) * 2),
+            stsm_x4_trans(base + (unsigned)(((8 * (j + (m >> 1)) + c) * ld + v) * 2),
                               P::pack(o[4 * j], o[4 * j + 1]), P::pack(o[4 * j + 2], o[4 * j + 3]),
                               P::pack(o[4 * j + 4], o[4 * j + 5]),
                               P::pack(o[4 * j + 6], o[4 * j + 7]));

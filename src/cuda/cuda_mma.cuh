@@ -199,6 +199,29 @@ __device__ __forceinline__ void ldsm_x4_trans(unsigned (&r)[4], const void *p)
                  : "r"(a));
 }
 
+// Four 8 x 8 matrices of 16-bit pairs (a warp's accumulator fragment layout: lane l holds row
+// l / 4, columns 2 (l % 4) and + 1; matrix m in register m) to shared memory (stmatrix, sm_90):
+// matrix m's row i goes to the address lane 8m + i gives; _trans stores each matrix transposed.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define GDN_STMATRIX 1
+__device__ __forceinline__ void stsm_x4(unsigned addr, unsigned r0, unsigned r1, unsigned r2,
+                                        unsigned r3)
+{
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
+                 "r"(r0), "r"(r1), "r"(r2), "r"(r3)
+                 : "memory");
+}
+
+__device__ __forceinline__ void stsm_x4_trans(unsigned addr, unsigned r0, unsigned r1,
+                                              unsigned r2, unsigned r3)
+{
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(
+                     addr),
+                 "r"(r0), "r"(r1), "r"(r2), "r"(r3)
+                 : "memory");
+}
+#endif
+
 // Element (r, c) of a 16-bit tile of row stride ld. SWZ: a 64-row tile whose width is a multiple
 // of 64, stored as panels of 64 columns (panel c / 64 at element 4096 (c / 64)), each panel's
 // rows one 128-byte line whose 16-byte pieces are XOR-swizzled by the row (piece c / 8 % 8 of row
@@ -229,13 +252,11 @@ __device__ __forceinline__ void store_block16(E *dst, int ld, int m0, int n0,
                                               const unsigned (&w)[2][2], unsigned char *scratch)
 {
     const int l = threadIdx.x & 31;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#ifdef GDN_STMATRIX
     { // lanes 8i..8i+7 address the rows of matrix i = (j, h) = (i / 2, i % 2)
         const int i = l >> 3, r = 8 * (i & 1) + (l & 7);
-        const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(block16_piece(scratch, r, i >> 1)));
-        asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(a),
-                     "r"(w[0][0]), "r"(w[0][1]), "r"(w[1][0]), "r"(w[1][1])
-                     : "memory");
+        stsm_x4(static_cast<unsigned>(__cvta_generic_to_shared(block16_piece(scratch, r, i >> 1))),
+                w[0][0], w[0][1], w[1][0], w[1][1]);
     }
 #else
 #pragma unroll

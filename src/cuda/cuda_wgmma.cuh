@@ -76,22 +76,6 @@ __device__ __forceinline__ void wg_commit_wait()
     "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
     "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
 
-// Four 8 x 8 matrices of 16-bit pairs (a warp's accumulator fragment layout: lane l holds row
-// l / 4, columns 2 (l % 4) and + 1) to shared memory transposed: matrix m's row i goes to the
-// address lane 8m + i gives.
-__device__ __forceinline__ void stmatrix_x4_trans(unsigned addr, unsigned r0, unsigned r1,
-                                                  unsigned r2, unsigned r3)
-{
-#ifdef GDN_WGMMA
-    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(
-                     addr),
-                 "r"(r0), "r"(r1), "r"(r2), "r"(r3)
-                 : "memory");
-#else
-    (void)addr, (void)r0, (void)r1, (void)r2, (void)r3;
-#endif
-}
-
 // d[0..31] (64 x 64, f32) += SA * A (registers) B (descriptor); SA = 1 or -1; TB = 1: B is
 // MN-major. F16: f16 operands, else bf16 (TY: the PTX type). d is a register array (constant
 // indices only). scale-d is a predicate set from a register operand (always 1: D accumulates).
