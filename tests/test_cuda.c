@@ -153,8 +153,8 @@ static void test_chunked(rng *r)
 /* Sequence splitting (16-bit inputs): segments of a few chunks run in parallel and are stitched
  * through their maps. GDN_CUDA_SEGMENT_CHUNKS forces the segment length so that short problems
  * split too: one-chunk segments, segments not dividing the sequence, varlen sequences of one,
- * several and no segments, fresh and pool initial states. Against the reference and against the
- * unsplit chunked form. */
+ * several and no segments, fresh and pool initial states; GDN_CUDA_STITCH_COLS forces each of the
+ * stitch's block widths. Against the reference and against the unsplit chunked form. */
 static void test_chunked_split(rng *r)
 {
     static const int64_t lens[] = {0, 1, 130, 700, 64, 0, 333};
@@ -183,11 +183,15 @@ static void test_chunked_split(rng *r)
         char segc[8];
         snprintf(segc, sizeof segc, "%d", (int[]){1, 2, 3, 5}[i % 4]);
         setenv("GDN_CUDA_SEGMENT_CHUNKS", segc, 1);
-        char what[64];
-        snprintf(what, sizeof what, "chunked, %s-chunk segments, vs ref", segc);
+        const char *cols = (const char *[]){"4", "8", "16"}[i % 3];
+        setenv("GDN_CUDA_STITCH_COLS", cols, 1);
+        char what[80];
+        snprintf(what, sizeof what, "chunked, %s-chunk segments, stitch by %s, vs ref", segc, cols);
         compare_device(&c, GDN_ALGO_CHUNKED, &want, 5e-3, 5e-3, what);
-        snprintf(what, sizeof what, "chunked, %s-chunk segments, vs unsplit", segc);
+        snprintf(what, sizeof what, "chunked, %s-chunk segments, stitch by %s, vs unsplit", segc,
+                 cols);
         compare_device(&c, GDN_ALGO_CHUNKED, &whole, 5e-3, 5e-3, what);
+        unsetenv("GDN_CUDA_STITCH_COLS");
         unsetenv("GDN_CUDA_SEGMENT_CHUNKS");
         result_free(&whole);
         result_free(&want);

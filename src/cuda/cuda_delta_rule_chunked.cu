@@ -1358,34 +1358,46 @@ __device__ __forceinline__ float stitched_start(const ck_args &p, int64_t slot, 
 }
 
 // The stitch (16-bit path, split calls), between the maps pass and the output pass: for each
-// sequence, head and 16 value columns, S_j = M_{j-1} S_{j-1} + N_{j-1} in f32 for its segments
+// sequence, head and C value columns, S_j = M_{j-1} S_{j-1} + N_{j-1} in f32 for its segments
 // j = 1.., from the sequence's initial state, each S_j written over N_{j-1} (which it no longer
-// needs). Every M comes into shared memory by coalesced cp.async, the next one while the block
-// works on the current one; thread i computes row i / 2 of S_j, 8 columns.
-constexpr int kStitchCols = 16, kStitchThreads = 256, kStitchLd = kMaxDim + 4;
+// needs). The chain is serial, so its blocks are made narrow (C = 4..16, stitch_cols) to spread
+// it over the SMs: each step is then short, and every block reads whole Ms, which L2 serves.
+// Each M and its N columns come into shared memory by coalesced cp.async, the next pair while the
+// block works on the current one; thread i computes row i / 2 of S_j, C / 2 columns.
+constexpr int kStitchThreads = 256, kStitchLd = kMaxDim + 4, kStitchMaxCols = 16; // C <= 16
+constexpr int kStitchBuf = kMaxDim * (kStitchLd + kStitchMaxCols); // floats: an M, N's columns
 
-__host__ __device__ constexpr int stitch_bytes() { return 2 * kMaxDim * kStitchLd * 4; }
+__host__ __device__ constexpr int stitch_bytes() { return 2 * kStitchBuf * 4; }
 
-// M (rows < KP, KP wide, row stride ldm in global memory) into Ms; every thread, one cp.async
-// group.
-__device__ __forceinline__ void stage_map(float *Ms, const float *M, int KP, int ldm)
+// M (KP x KP) and its N's C columns from v0 (row stride ldm in global memory) into buf; every
+// thread, one cp.async group.
+template <int C>
+__device__ __forceinline__ void stage_map(float *buf, const float *MN, int KP, int ldm, int v0)
 {
+    float *Ns = buf + kMaxDim * kStitchLd;
     for (int i = threadIdx.x; i < KP * KP / 4; i += kStitchThreads) {
         const int r = i / (KP / 4), c = 4 * (i % (KP / 4));
-        cp_async16(Ms + r * kStitchLd + c, M + (int64_t)r * ldm + c);
+        cp_async16(buf + r * kStitchLd + c, MN + (int64_t)r * ldm + c);
+    }
+    for (int i = threadIdx.x; i < KP * C / 4; i += kStitchThreads) {
+        const int r = i / (C / 4), c = 4 * (i % (C / 4));
+        cp_async16(Ns + r * C + c, MN + (int64_t)r * ldm + KP + v0 + c);
     }
     cp_async_commit();
 }
 
+template <int C>
 __global__ void __launch_bounds__(kStitchThreads) stitch_starts(const ck_args p)
 {
-    extern __shared__ __align__(16) float Mbuf[]; // two M of kMaxDim rows of kStitchLd
-    __shared__ __align__(16) float Ss[kMaxDim][kStitchCols];
+    static_assert(C % 8 == 0 || C == 4, "C / 2 columns a thread, 16-byte N rows");
+    constexpr int CT = C / 2; // columns per thread
+    extern __shared__ __align__(16) float Mbuf[]; // two (M, N's columns) pairs
+    __shared__ __align__(16) float Ss[kMaxDim][C];
     const int KP = p.d.KP, VP = p.d.VP, ldm = KP + VP, k = threadIdx.x >> 1;
-    const int c0 = 8 * (threadIdx.x & 1);
-    const int64_t tiles = VP / kStitchCols, n = blockIdx.x / (tiles * p.HV);
+    const int c0 = CT * (threadIdx.x & 1);
+    const int64_t tiles = VP / C, n = blockIdx.x / (tiles * p.HV);
     const int64_t hv = blockIdx.x / tiles % p.HV;
-    const int v0 = (int)(blockIdx.x % tiles) * kStitchCols;
+    const int v0 = (int)(blockIdx.x % tiles) * C;
     const int64_t slot0 = p.seg_off[n], count = p.seg_off[n + 1] - slot0;
     float *state;
     bool init;
@@ -1396,45 +1408,47 @@ __global__ void __launch_bounds__(kStitchThreads) stitch_starts(const ck_args p)
     auto maps_of = [&](int64_t i) {
         return p.maps + ((slot0 + i) * p.HV + hv) * (int64_t)KP * ldm;
     };
-    stage_map(Mbuf, maps_of(0), KP, ldm);
+    stage_map<C>(Mbuf, maps_of(0), KP, ldm, v0);
     if (k < KP)
-        for (int c = c0; c < c0 + 8; c++) {
+#pragma unroll
+        for (int c = c0; c < c0 + CT; c++) {
             const int v = v0 + c;
             Ss[k][c] = init && k < p.K && v < p.V ? state[kv ? k * s2 + v * s3 : v * s2 + k * s3]
                                                   : 0.0f;
         }
     for (int64_t i = 0; i + 1 < count; i++) {
-        float *MN = maps_of(i);
-        const float *Ms = Mbuf + (i & 1) * kMaxDim * kStitchLd;
+        const float *Ms = Mbuf + (i & 1) * kStitchBuf, *Ns = Ms + kMaxDim * kStitchLd;
         if (i + 2 < count) {
-            stage_map(Mbuf + ((i + 1) & 1) * kMaxDim * kStitchLd, maps_of(i + 1), KP, ldm);
+            stage_map<C>(Mbuf + ((i + 1) & 1) * kStitchBuf, maps_of(i + 1), KP, ldm, v0);
             cp_async_wait_groups<1>();
         } else {
             cp_async_wait_groups<0>();
         }
-        __syncthreads(); // M_i and S_i complete in shared memory
-        float acc[8];
+        __syncthreads(); // M_i, N_i's columns and S_i complete in shared memory
+        float acc[CT];
         if (k < KP) {
 #pragma unroll
-            for (int c = 0; c < 8; c++)
-                acc[c] = MN[k * ldm + KP + v0 + c0 + c];
+            for (int c = 0; c < CT; c++)
+                acc[c] = Ns[k * C + c0 + c];
             for (int x = 0; x < KP; x += 4) {
                 const float4 m = *reinterpret_cast<const float4 *>(Ms + k * kStitchLd + x);
                 const float mk[4] = {m.x, m.y, m.z, m.w};
 #pragma unroll
                 for (int xx = 0; xx < 4; xx++)
 #pragma unroll
-                    for (int c = 0; c < 8; c++)
+                    for (int c = 0; c < CT; c++)
                         acc[c] += mk[xx] * Ss[x + xx][c0 + c];
             }
         }
-        __syncthreads(); // every read of S_i and M_i done
-        if (k < KP)
+        __syncthreads(); // every read of S_i, M_i and N_i done
+        if (k < KP) {
+            float *S = maps_of(i) + k * ldm + KP + v0 + c0;
 #pragma unroll
-            for (int c = 0; c < 8; c++) {
+            for (int c = 0; c < CT; c++) {
                 Ss[k][c0 + c] = acc[c];
-                MN[k * ldm + KP + v0 + c0 + c] = acc[c];
+                S[c] = acc[c];
             }
+        }
     }
 }
 
@@ -2062,12 +2076,18 @@ bool use_wg(const gdn_delta_rule_problem *p)
     return (e && strcmp(e, "wgmma") == 0) || few_state_blocks(p);
 }
 
+// Waves of `blocks` blocks at one block per SM.
+int64_t waves(int64_t blocks, int64_t sms) { return (blocks + sms - 1) / sms; }
+
 // Chunks per segment (sequence splitting, above chunk_state_tc). Split only 16-bit inputs, and
-// only when few_state_blocks (the state pass runs one block per SM); then into G segments per
-// sequence such that the maps' pass (K / cols more tiles per head, cols the state pass's tile
-// width) still fits one wave.
-// GDN_CUDA_SEGMENT_CHUNKS=n forces n (testing and benchmarking). Returns at least every
-// sequence's chunk count when not splitting.
+// only when few_state_blocks (the state pass runs one block per SM); then into the G segments
+// per sequence that minimise a model of the three split kernels' time, in maps-pass chunk steps:
+// the maps pass (KT + VT tiles of cols value columns per head, cols the state pass's tile width)
+// one per chunk of a segment and wave, the output pass (VT tiles) two, the stitch 1.5 per
+// segment boundary. The weights are the H200's measured step times (wgmma passes at T = 32768,
+// HV = 4: 1.67, 3.2 and 2.6 us; docs/PERFORMANCE.md, nineteenth session). Ties go to fewer
+// segments. GDN_CUDA_SEGMENT_CHUNKS=n forces n (testing and benchmarking). Returns at least
+// every sequence's chunk count when not splitting.
 int64_t segment_chunks(const gdn_delta_rule_problem *p, bool wg)
 {
     const int64_t most = (p->T + kC - 1) / kC > 1 ? (p->T + kC - 1) / kC : 1;
@@ -2078,13 +2098,22 @@ int64_t segment_chunks(const gdn_delta_rule_problem *p, bool wg)
         return atoll(e) < most ? atoll(e) : most;
     if (!few_state_blocks(p))
         return most;
-    const int64_t cols = wg ? kWgCols : kVT;
+    const int64_t cols = wg ? kWgCols : kVT, sms = device_sms();
     const int64_t N = p->seqs.count, KT = round_up(p->K, cols) / cols;
     const int64_t VT = round_up(p->V, cols) / cols;
-    const int64_t G = 1 + device_sms() / ((KT + VT) * p->HV * N);
     const int64_t per_seq = p->seqs.cu_seqlens ? (most + N - 1) / N : most;
-    const int64_t segc = (per_seq + G - 1) / G;
-    return segc >= 4 && segc < per_seq ? segc : most; // below 4 chunks the stitch costs more
+    const int64_t heads = p->HV * N;
+    int64_t best = per_seq, best_cost = 0;
+    // below 4 chunks a segment the stitch costs more; past one segment per SM the output pass
+    // only gains waves
+    for (int64_t G = 2; G <= sms && (per_seq + G - 1) / G >= 4; G++) {
+        const int64_t segc = (per_seq + G - 1) / G;
+        const int64_t cost = 2 * segc * waves((G - 1) * (KT + VT) * heads, sms) +
+                             4 * segc * waves(G * VT * heads, sms) + 3 * (G - 1);
+        if (best == per_seq || cost < best_cost)
+            best = segc, best_cost = cost;
+    }
+    return best < per_seq ? best : most;
 }
 
 // Segment slots: one per sequence unsplit, else a bound without reading cu_seqlens.
@@ -2142,12 +2171,30 @@ void launch_wg(void (*kernel)(ck_args), int64_t tiles, int bytes, const ck_args 
     kernel<<<(unsigned)(tiles * k.HV * k.nslots), kWgThreads, bytes, stream>>>(k);
 }
 
+template <int C>
+void launch_stitch_cols(const ck_args &k, cudaStream_t stream)
+{
+    cudaFuncSetAttribute(stitch_starts<C>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         stitch_bytes());
+    stitch_starts<C><<<(unsigned)(k.N * k.HV * (k.d.VP / C)), kStitchThreads, stitch_bytes(),
+                       stream>>>(k);
+}
+
+// The stitch in blocks of the fewest columns (4, 8 or 16: VP is a multiple of 32) that still
+// leave at most one block per SM: its chain is latency bound, and narrower blocks cut each step.
+// GDN_CUDA_STITCH_COLS=4|8|16 forces a width (tests).
 void launch_stitch(const ck_args &k, cudaStream_t stream)
 {
-    cudaFuncSetAttribute(stitch_starts, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         stitch_bytes());
-    stitch_starts<<<(unsigned)(k.N * k.HV * (k.d.VP / kStitchCols)), kStitchThreads,
-                    stitch_bytes(), stream>>>(k);
+    const int64_t sms = device_sms(), heads = k.N * k.HV;
+    const char *e = getenv("GDN_CUDA_STITCH_COLS");
+    int cols = e ? atoi(e) : 0;
+    if (cols != 4 && cols != 8 && cols != 16)
+        cols = heads * (k.d.VP / 4) <= sms ? 4 : heads * (k.d.VP / 8) <= sms ? 8 : 16;
+    switch (cols) {
+    case 4: launch_stitch_cols<4>(k, stream); break;
+    case 8: launch_stitch_cols<8>(k, stream); break;
+    default: launch_stitch_cols<16>(k, stream); break;
+    }
 }
 
 // The 16-bit kernels for K <= KP: the preparation, then the state pass (split calls first make
