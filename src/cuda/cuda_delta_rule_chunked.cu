@@ -1914,16 +1914,21 @@ __global__ void __launch_bounds__(kWgThreads, 1) chunk_state_wg(const ck_args p)
 #pragma unroll
             for (int q = 0; q < 4; q++)
                 split_pair<P>(S[8 * ks + 2 * q], S[8 * ks + 2 * q + 1], sh[ks][q], sl[ks][q]);
-        // acc: columns 0..63 start as -U^T and end as -V'^T (value rows x chunk rows), columns
-        // 64..127 (output pass) as O^T = S^T Q^T
+        // acc: columns 0..63 end as -V'^T = (W S - U)^T (value rows x chunk rows), columns
+        // 64..127 (output pass) as O^T = S^T Q^T. The output pass puts -U^T in them before the
+        // products (it has no registers to hold U^T beside them); the maps pass loads U^T and
+        // decays S while the products run (at one warpgroup per SM the step is a chain of
+        // latencies)
         constexpr int NA = OUT ? 64 : 32;
-        float acc[NA];
         const float *Us = reinterpret_cast<const float *>(stg + L.u);
+        auto u_at = [&](int i) { // U^T's element i of the accumulator layout
+            const int v = vr + 8 * ((i >> 1) & 1), c = 8 * (i >> 2) + 2 * t + (i & 1);
+            return m_cols ? 0.0f : Us[((v >> 5) * kC + c) * kUld + (v & 31)];
+        };
+        float acc[NA];
 #pragma unroll
-        for (int i = 0; i < NA; i++) {
-            const int v = vr + 8 * ((i >> 1) & 1), c = 8 * ((i >> 2) & 7) + 2 * t + (i & 1);
-            acc[i] = m_cols || i >= 32 ? 0.0f : -Us[((v >> 5) * kC + c) * kUld + (v & 31)];
-        }
+        for (int i = 0; i < NA; i++)
+            acc[i] = OUT && i < 32 ? -u_at(i) : 0.0f;
         wg_fence();
 #pragma unroll
         for (int ks = 0; ks < NKS; ks++) {
@@ -1940,7 +1945,24 @@ __global__ void __launch_bounds__(kWgThreads, 1) chunk_state_wg(const ck_args p)
             }
             wg_mma_n64<P::is_f16, 1, 0>(acc, sh[ks], dwl);
         }
-        wg_commit_wait();
+        if constexpr (OUT) {
+            wg_commit_wait();
+        } else {
+            wg_hold<NA>(acc);
+            wg_commit();
+            float u[32];
+#pragma unroll
+            for (int i = 0; i < 32; i++)
+                u[i] = u_at(i);
+#pragma unroll
+            for (int i = 0; i < NS; i++) // S's fragments, not S, are the products' operands
+                S[i] *= decay;
+            wg_wait_all();
+            wg_hold<NA>(acc);
+#pragma unroll
+            for (int i = 0; i < 32; i++)
+                acc[i] -= u[i];
+        }
         // V'^T as A fragments over the chunk's rows: once rounded for Aqk V', and scaled by the
         // update's factor as hi + lo
         const float *ek = reinterpret_cast<const float *>(stg + L.ek);
@@ -1962,9 +1984,10 @@ __global__ void __launch_bounds__(kWgThreads, 1) chunk_state_wg(const ck_args p)
             for (int i = 0; i < 32; i++)
                 ot[i] *= eg[8 * (i >> 2) + 2 * t + (i & 1)];
         }
+        if (OUT) // (the maps pass did this above)
 #pragma unroll
-        for (int i = 0; i < NS; i++)
-            S[i] *= decay;
+            for (int i = 0; i < NS; i++)
+                S[i] *= decay;
         wg_fence();
 #pragma unroll
         for (int ks = 0; ks < 4; ks++) {

@@ -53,6 +53,34 @@ __device__ __forceinline__ void wg_commit_wait()
 #endif
 }
 
+// Closes the group of wgmma issued so far; the warpgroup goes on while it runs (wg_wait_all).
+// Its accumulators must then be held by wg_hold before the close and after the wait.
+__device__ __forceinline__ void wg_commit()
+{
+#ifdef GDN_WGMMA
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+
+// Waits until no wgmma of this warpgroup is in flight.
+__device__ __forceinline__ void wg_wait_all()
+{
+#ifdef GDN_WGMMA
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#endif
+}
+
+// Pins n accumulators in their registers at this point of the program: the compiler may not
+// read, move or spill them across it, which it would otherwise be free to do while a committed
+// group still writes them.
+template <int n>
+__device__ __forceinline__ void wg_hold(float *d)
+{
+#pragma unroll
+    for (int i = 0; i < n; i++)
+        asm volatile("" : "+f"(d[i])::"memory");
+}
+
 #define GDN_WG_D32 \
     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
