@@ -1371,8 +1371,8 @@ __host__ __device__ constexpr int stitch_bytes() { return 2 * kStitchBuf * 4; }
 
 // M (KP x KP) and its N's C columns from v0 (row stride ldm in global memory) into buf; every
 // thread, one cp.async group.
-template <int C>
-__device__ __forceinline__ void stage_map(float *buf, const float *MN, int KP, int ldm, int v0)
+template <int C, int KP>
+__device__ __forceinline__ void stage_map(float *buf, const float *MN, int ldm, int v0)
 {
     float *Ns = buf + kMaxDim * kStitchLd;
     for (int i = threadIdx.x; i < KP * KP / 4; i += kStitchThreads) {
@@ -1386,14 +1386,14 @@ __device__ __forceinline__ void stage_map(float *buf, const float *MN, int KP, i
     cp_async_commit();
 }
 
-template <int C>
+template <int C, int KP> // KP a compile-time size: the staging's index arithmetic is shifts
 __global__ void __launch_bounds__(kStitchThreads) stitch_starts(const ck_args p)
 {
     static_assert(C % 8 == 0 || C == 4, "C / 2 columns a thread, 16-byte N rows");
     constexpr int CT = C / 2; // columns per thread
     extern __shared__ __align__(16) float Mbuf[]; // two (M, N's columns) pairs
     __shared__ __align__(16) float Ss[kMaxDim][C];
-    const int KP = p.d.KP, VP = p.d.VP, ldm = KP + VP, k = threadIdx.x >> 1;
+    const int VP = p.d.VP, ldm = KP + VP, k = threadIdx.x >> 1;
     const int c0 = CT * (threadIdx.x & 1);
     const int64_t tiles = VP / C, n = blockIdx.x / (tiles * p.HV);
     const int64_t hv = blockIdx.x / tiles % p.HV;
@@ -1408,7 +1408,7 @@ __global__ void __launch_bounds__(kStitchThreads) stitch_starts(const ck_args p)
     auto maps_of = [&](int64_t i) {
         return p.maps + ((slot0 + i) * p.HV + hv) * (int64_t)KP * ldm;
     };
-    stage_map<C>(Mbuf, maps_of(0), KP, ldm, v0);
+    stage_map<C, KP>(Mbuf, maps_of(0), ldm, v0);
     if (k < KP)
 #pragma unroll
         for (int c = c0; c < c0 + CT; c++) {
@@ -1419,17 +1419,18 @@ __global__ void __launch_bounds__(kStitchThreads) stitch_starts(const ck_args p)
     for (int64_t i = 0; i + 1 < count; i++) {
         const float *Ms = Mbuf + (i & 1) * kStitchBuf, *Ns = Ms + kMaxDim * kStitchLd;
         if (i + 2 < count) {
-            stage_map<C>(Mbuf + ((i + 1) & 1) * kStitchBuf, maps_of(i + 1), KP, ldm, v0);
+            stage_map<C, KP>(Mbuf + ((i + 1) & 1) * kStitchBuf, maps_of(i + 1), ldm, v0);
             cp_async_wait_groups<1>();
         } else {
             cp_async_wait_groups<0>();
         }
         __syncthreads(); // M_i, N_i's columns and S_i complete in shared memory
-        float acc[CT];
+        float acc[CT], odd[CT]; // two sums per column (even and odd x): half as long a chain
         if (k < KP) {
 #pragma unroll
             for (int c = 0; c < CT; c++)
-                acc[c] = Ns[k * C + c0 + c];
+                acc[c] = Ns[k * C + c0 + c], odd[c] = 0.0f;
+#pragma unroll 8
             for (int x = 0; x < KP; x += 4) {
                 const float4 m = *reinterpret_cast<const float4 *>(Ms + k * kStitchLd + x);
                 const float mk[4] = {m.x, m.y, m.z, m.w};
@@ -1437,8 +1438,11 @@ __global__ void __launch_bounds__(kStitchThreads) stitch_starts(const ck_args p)
                 for (int xx = 0; xx < 4; xx++)
 #pragma unroll
                     for (int c = 0; c < CT; c++)
-                        acc[c] += mk[xx] * Ss[x + xx][c0 + c];
+                        (xx & 1 ? odd : acc)[c] += mk[xx] * Ss[x + xx][c0 + c];
             }
+#pragma unroll
+            for (int c = 0; c < CT; c++)
+                acc[c] += odd[c];
         }
         __syncthreads(); // every read of S_i, M_i and N_i done
         if (k < KP) {
@@ -2194,18 +2198,19 @@ void launch_wg(void (*kernel)(ck_args), int64_t tiles, int bytes, const ck_args 
     kernel<<<(unsigned)(tiles * k.HV * k.nslots), kWgThreads, bytes, stream>>>(k);
 }
 
-template <int C>
+template <int C, int KP>
 void launch_stitch_cols(const ck_args &k, cudaStream_t stream)
 {
-    cudaFuncSetAttribute(stitch_starts<C>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    cudaFuncSetAttribute(stitch_starts<C, KP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                          stitch_bytes());
-    stitch_starts<C><<<(unsigned)(k.N * k.HV * (k.d.VP / C)), kStitchThreads, stitch_bytes(),
-                       stream>>>(k);
+    stitch_starts<C, KP><<<(unsigned)(k.N * k.HV * (k.d.VP / C)), kStitchThreads,
+                           stitch_bytes(), stream>>>(k);
 }
 
 // The stitch in blocks of the fewest columns (4, 8 or 16: VP is a multiple of 32) that still
 // leave at most one block per SM: its chain is latency bound, and narrower blocks cut each step.
 // GDN_CUDA_STITCH_COLS=4|8|16 forces a width (tests).
+template <int KP>
 void launch_stitch(const ck_args &k, cudaStream_t stream)
 {
     const int64_t sms = device_sms(), heads = k.N * k.HV;
@@ -2214,9 +2219,9 @@ void launch_stitch(const ck_args &k, cudaStream_t stream)
     if (cols != 4 && cols != 8 && cols != 16)
         cols = heads * (k.d.VP / 4) <= sms ? 4 : heads * (k.d.VP / 8) <= sms ? 8 : 16;
     switch (cols) {
-    case 4: launch_stitch_cols<4>(k, stream); break;
-    case 8: launch_stitch_cols<8>(k, stream); break;
-    default: launch_stitch_cols<16>(k, stream); break;
+    case 4: launch_stitch_cols<4, KP>(k, stream); break;
+    case 8: launch_stitch_cols<8, KP>(k, stream); break;
+    default: launch_stitch_cols<16, KP>(k, stream); break;
     }
 }
 
@@ -2237,7 +2242,7 @@ void launch_tc(const ck_args &k, cudaStream_t stream)
             const int64_t VT = k.d.VP / kWgCols;
             if (split) {
                 launch_wg(chunk_state_wg<P, KP, false>, KP / kWgCols + VT, bytes, k, stream);
-                launch_stitch(k, stream);
+                launch_stitch<KP>(k, stream);
             }
             launch_wg(chunk_state_wg<P, KP, true>, VT, bytes, k, stream);
             return;
@@ -2249,7 +2254,7 @@ void launch_tc(const ck_args &k, cudaStream_t stream)
                              cudaFuncAttributeMaxDynamicSharedMemorySize, k.d.tc_bytes);
         const unsigned blocks = (unsigned)((KP / kVT + VT) * k.HV * k.nslots);
         chunk_state_tc<P, KP, false><<<blocks, kTcThreads, k.d.tc_bytes, stream>>>(k);
-        launch_stitch(k, stream);
+        launch_stitch<KP>(k, stream);
     }
     cudaFuncSetAttribute(chunk_state_tc<P, KP, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                          k.d.tc_bytes);
