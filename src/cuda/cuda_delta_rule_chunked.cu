@@ -1360,7 +1360,7 @@ __device__ __forceinline__ float stitched_start(const ck_args &p, int64_t slot, 
 // The stitch (16-bit path, split calls), between the maps pass and the output pass: for each
 // sequence, head and C value columns, S_j = M_{j-1} S_{j-1} + N_{j-1} in f32 for its segments
 // j = 1.., from the sequence's initial state, each S_j written over N_{j-1} (which it no longer
-// needs). The chain is serial, so its blocks are made narrow (C = 4..16, stitch_cols) to spread
+// needs). The chain is serial, so its blocks are made narrow (C = 4..16, launch_stitch) to spread
 // it over the SMs: each step is then short, and every block reads whole Ms, which L2 serves.
 // Each M and its N columns come into shared memory by coalesced cp.async, the next pair while the
 // block works on the current one; thread i computes row i / 2 of S_j, C / 2 columns.
@@ -1389,7 +1389,7 @@ __device__ __forceinline__ void stage_map(float *buf, const float *MN, int ldm, 
 template <int C, int KP> // KP a compile-time size: the staging's index arithmetic is shifts
 __global__ void __launch_bounds__(kStitchThreads) stitch_starts(const ck_args p)
 {
-    static_assert(C % 8 == 0 || C == 4, "C / 2 columns a thread, 16-byte N rows");
+    static_assert(C == 4 || C == 8 || C == 16, "C / 2 columns a thread, 16-byte N rows");
     constexpr int CT = C / 2; // columns per thread
     extern __shared__ __align__(16) float Mbuf[]; // two (M, N's columns) pairs
     __shared__ __align__(16) float Ss[kMaxDim][C];
