@@ -1758,16 +1758,6 @@ __device__ __forceinline__ void stage_chunk_wg(const ck_args &p, unsigned stage,
     }
 }
 
-// d += SA * a B for the state's width: 64 x KP accumulators.
-template <class P, int KP, int SA, int TB>
-__device__ __forceinline__ void wg_mma_state(float *d, const unsigned (&a)[4], uint64_t desc)
-{
-    if constexpr (KP == 128)
-        wg_mma_n128<P::is_f16, SA, TB>(d, a, desc);
-    else
-        wg_mma_n64<P::is_f16, SA, TB>(d, a, desc);
-}
-
 // The 16-bit output tile (rows of ld elements, one per token) to `out`, 16 bytes a thread.
 template <class E, int ld>
 __device__ __forceinline__ void copy_out_pairs(const gdn_tensor &out, const unsigned char *tile,
@@ -1940,14 +1930,9 @@ __global__ void __launch_bounds__(kWgThreads, 1) chunk_state_wg(const ck_args p)
             // W's panel ks / 4 is panel 2 (ks / 4) of wq, with Q's next to it
             const uint64_t dwq = wg_desc(sst + L.wq + at + (ks >> 2) * kPanelBytes, 16, 1024);
             const uint64_t dwl = wg_desc(sst + L.wl + at, 16, 1024);
-            if constexpr (OUT) {
-                wg_mma_n128<P::is_f16, 1, 0>(acc, sh[ks], dwq);
-                wg_mma_n128<P::is_f16, 1, 0>(acc, sl[ks], dwq);
-            } else {
-                wg_mma_n64<P::is_f16, 1, 0>(acc, sh[ks], dwq);
-                wg_mma_n64<P::is_f16, 1, 0>(acc, sl[ks], dwq);
-            }
-            wg_mma_n64<P::is_f16, 1, 0>(acc, sh[ks], dwl);
+            wg_mma<P::is_f16, 1, 0, 2 * NA>(acc, sh[ks], dwq); // [W; Q] or W alone
+            wg_mma<P::is_f16, 1, 0, 2 * NA>(acc, sl[ks], dwq);
+            wg_mma<P::is_f16, 1, 0, 64>(acc, sh[ks], dwl);
         }
         if constexpr (OUT) {
             wg_commit_wait();
@@ -1996,10 +1981,10 @@ __global__ void __launch_bounds__(kWgThreads, 1) chunk_state_wg(const ck_args p)
 #pragma unroll
         for (int ks = 0; ks < 4; ks++) {
             const uint64_t dk = wg_desc(sst + L.k + ks * 2048, kPanelBytes, 1024);
-            wg_mma_state<P, KP, 1, 1>(S, vh[ks], dk);
-            wg_mma_state<P, KP, 1, 1>(S, vl[ks], dk);
+            wg_mma<P::is_f16, 1, 1, KP>(S, vh[ks], dk);
+            wg_mma<P::is_f16, 1, 1, KP>(S, vl[ks], dk);
             if (OUT)
-                wg_mma_n64<P::is_f16, 1, 0>(ot, vs[ks], wg_desc(sst + L.a + ks * 32, 16, 1024));
+                wg_mma<P::is_f16, 1, 0, 64>(ot, vs[ks], wg_desc(sst + L.a + ks * 32, 16, 1024));
         }
         wg_commit_wait();
         if (OUT)

@@ -104,40 +104,32 @@ __device__ __forceinline__ void wg_hold(float *d)
     "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
     "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
 
-// d[0..31] (64 x 64, f32) += SA * A (registers) B (descriptor); SA = 1 or -1; TB = 1: B is
-// MN-major. F16: f16 operands, else bf16 (TY: the PTX type). d is a register array (constant
-// indices only). scale-d is a predicate set from a register operand (always 1: D accumulates).
+// d (64 x N, f32: N / 2 registers a thread) += SA * A (registers) B (descriptor), N = 64 or
+// 128; SA = 1 or -1; TB = 1: B is MN-major. F16: f16 operands, else bf16 (TY: the PTX type).
+// d is a register array (constant indices only). scale-d is a predicate set from a register
+// operand (always 1: D accumulates).
 #define GDN_WG_N64(TY)                                                                         \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %39, 0;\nwgmma.mma_async.sync.aligned."    \
                  "m64n64k16.f32." TY "." TY " {" GDN_WG_D32 "}, {%32, %33, %34, %35}, "          \
                  "%36, p, %37, 1, %38;\n}\n"                                                    \
                  : GDN_WG_OUT32                                                                \
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(SA), "n"(TB), "r"(1))
-template <bool F16, int SA, int TB>
-__device__ __forceinline__ void wg_mma_n64(float *d, const unsigned (&a)[4], uint64_t desc)
-{
-#ifdef GDN_WGMMA
-    if constexpr (F16)
-        GDN_WG_N64("f16");
-    else
-        GDN_WG_N64("bf16");
-#else
-    (void)d, (void)a, (void)desc;
-#endif
-}
-
-// d[0..63] (64 x 128, f32) += SA * A B, as wg_mma_n64.
 #define GDN_WG_N128(TY)                                                                        \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %71, 0;\nwgmma.mma_async.sync.aligned."    \
                  "m64n128k16.f32." TY "." TY " {" GDN_WG_D64 "}, {%64, %65, %66, %67}, "         \
                  "%68, p, %69, 1, %70;\n}\n"                                                    \
                  : GDN_WG_OUT64                                                                \
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(SA), "n"(TB), "r"(1))
-template <bool F16, int SA, int TB>
-__device__ __forceinline__ void wg_mma_n128(float *d, const unsigned (&a)[4], uint64_t desc)
+template <bool F16, int SA, int TB, int N>
+__device__ __forceinline__ void wg_mma(float *d, const unsigned (&a)[4], uint64_t desc)
 {
+    static_assert(N == 64 || N == 128, "m64n64k16 or m64n128k16");
 #ifdef GDN_WGMMA
-    if constexpr (F16)
+    if constexpr (N == 64 && F16)
+        GDN_WG_N64("f16");
+    else if constexpr (N == 64)
+        GDN_WG_N64("bf16");
+    else if constexpr (F16)
         GDN_WG_N128("f16");
     else
         GDN_WG_N128("bf16");
