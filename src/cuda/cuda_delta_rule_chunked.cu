@@ -863,85 +863,109 @@ __device__ __forceinline__ float2 w_scale_pow2(const float *m2)
     return make_float2(ldexpf(1.0f, -ex), ldexpf(1.0f, ex));
 }
 
-// Tm = (I + Am)^-1, Am strictly lower 64 x 64 (f32, row stride ld), Xs 32 x ld of scratch.
-// Tm is written whole. The four 16 x 16 diagonal blocks by forward substitution, one warp each
-// (lane j carries column j); then blocks merge pairwise, 16 -> 32 -> 64: the inverse of
-// [[L11, 0], [A21, L22]] has T21 = -T22 (A21 T11). Both merges of the first level run at once,
-// so the off-diagonal part takes four products in sequence (split-tf32: f32 accuracy).
-__device__ void unit_lower_inverse_tc(const float *Am, float *Tm, float *Xs, int ld)
+// Tm = (I + Am)^-1, Am strictly lower 64 x 64 (f32, row stride ld), in three steps: the four
+// 16 x 16 diagonal blocks by forward substitution (inverse_diag_block, warps 0-3 one each); then
+// blocks merge pairwise, 16 -> 32 (inverse_merge16, warps 0-3) -> 64 (inverse_merge32, all
+// warps): the inverse of [[L11, 0], [A21, L22]] has T21 = -T22 (A21 T11). The products are
+// split-tf32 (f32 accuracy) and skip the k-steps that would meet T's zero blocks above the
+// diagonal, which zero_upper_blocks fills meanwhile. Warps 4-7 make Aqk while warps 0-3 run the
+// first two steps.
+
+// Diagonal block b (rows and columns 16 b..) of Tm from Am's, one warp (lane j carries column
+// j). Reads only Am's rows of block b.
+__device__ __forceinline__ void inverse_diag_block(const float *Am, float *Tm, int ld, int b)
 {
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    for (int idx = tid; idx < kC * kC; idx += kPrepThreads) {
-        const int r = idx / kC, c = idx % kC;
-        if (r / 16 != c / 16)
-            Tm[r * ld + c] = 0.0f; // off-diagonal blocks: the upper ones stay zero
+    const int lane = threadIdx.x & 31, b0 = 16 * b, j = lane & 15;
+    const float *blk = Am + b0 * ld + b0;
+    // Right-looking: once t[i] is final it is folded into every later row's sum, so the
+    // dependent chain is 15 steps of one multiply-add (row by row it was 120).
+    float t[16], sum[16];
+#pragma unroll
+    for (int i = 0; i < 16; i++)
+        sum[i] = 0.0f;
+    t[0] = j == 0 ? 1.0f : 0.0f;
+#pragma unroll
+    for (int i = 0; i < 15; i++) {
+#pragma unroll
+        for (int r = i + 1; r < 16; r++)
+            sum[r] += blk[r * ld + i] * t[i];
+        t[i + 1] = i + 1 == j ? 1.0f : i + 1 > j ? -sum[i + 1] : 0.0f;
     }
-    if (warp < 4) { // diagonal block `warp`
-        const int b0 = 16 * warp, j = lane & 15;
-        const float *blk = Am + b0 * ld + b0;
-        // Right-looking: once t[i] is final it is folded into every later row's sum, so the
-        // dependent chain is 15 steps of one multiply-add (row by row it was 120).
-        float t[16], sum[16];
+    if (lane < 16)
 #pragma unroll
         for (int i = 0; i < 16; i++)
-            sum[i] = 0.0f;
-        t[0] = j == 0 ? 1.0f : 0.0f;
+            Tm[(b0 + i) * ld + b0 + j] = t[i];
+}
+
+// acc -> rows 0..15 of a 16 x 8 f32 tile (row stride 8: the tf32 B fragments read it without
+// bank conflicts).
+__device__ __forceinline__ void store_acc_16x8(float *x, const float (&acc)[1][4])
+{
 #pragma unroll
-        for (int i = 0; i < 15; i++) {
+    for (int e = 0; e < 4; e++)
+        x[acc_row(e) * 8 + acc_col(0, e)] = acc[0][e];
+}
+
+// The 32 x 32 diagonal blocks' off-diagonal parts, warp w < 4 on block pair w / 2, columns
+// 8 (w % 2)..: X = A21 T11 for its own 8 columns, through its 512 bytes of scratch, then
+// T21 = -T22 X. Needs the four diagonal blocks and Am's rows written and visible.
+__device__ __forceinline__ void inverse_merge16(const float *Am, float *Tm, int ld, float *scratch)
+{
+    const int warp = threadIdx.x >> 5, o = 32 * (warp >> 1), n1 = 8 * (warp & 1);
+    float acc[1][4];
+    acc_zero(acc);
+    warp_mma<prec_tf32x3>(acc, view(Am + (o + 16) * ld + o, ld, 1),
+                          view(Tm + o * ld + o + n1, ld, 1), 0, 0, 16);
+    store_acc_16x8(scratch, acc);
+    __syncwarp();
+    acc_zero(acc);
+    warp_mma<prec_tf32x3>(acc, view(Tm + (o + 16) * ld + o + 16, ld, 1), view(scratch, 8, 1), 0,
+                          0, 16);
 #pragma unroll
-            for (int r = i + 1; r < 16; r++)
-                sum[r] += blk[r * ld + i] * t[i];
-            t[i + 1] = i + 1 == j ? 1.0f : i + 1 > j ? -sum[i + 1] : 0.0f;
-        }
-        if (lane < 16)
+    for (int e = 0; e < 4; e++)
+        Tm[(o + 16 + acc_row(e)) * ld + o + n1 + acc_col(0, e)] = -acc[0][e];
+}
+
+// The 64 x 64 inverse's lower-left 32 x 32 block, warp w on rows 16 (w / 4).. and columns
+// 8 (w % 4)..: X = A21 T11 into Xs (32 x ld), a barrier, then T21 = -T22 X. k-steps that would
+// meet T's zero blocks are skipped: X's columns 16.. start at k = 16, T22's rows ..15 stop at
+// k = 16. Ends with a barrier (Tm whole, Xs free).
+__device__ __forceinline__ void inverse_merge32(const float *Am, float *Tm, float *Xs, int ld)
+{
+    const int warp = threadIdx.x >> 5, m2 = 16 * (warp >> 2), n2 = 8 * (warp & 3);
+    const int k0 = n2 < 16 ? 0 : 16;
+    float acc[1][4];
+    acc_zero(acc);
+    warp_mma<prec_tf32x3>(acc, view(Am + (32 + m2) * ld + k0, ld, 1),
+                          view(Tm + k0 * ld + n2, ld, 1), 0, 0, 32 - k0);
 #pragma unroll
-            for (int i = 0; i < 16; i++)
-                Tm[(b0 + i) * ld + b0 + j] = t[i];
-    }
+    for (int e = 0; e < 4; e++)
+        Xs[(m2 + acc_row(e)) * ld + n2 + acc_col(0, e)] = acc[0][e];
     __syncthreads();
-    // first level: blocks (1, 0) and (3, 2), warp w < 4 on pair w / 2, columns 8 (w % 2)..
-    const int pair = warp >> 1, o = 32 * pair, n1 = 8 * (warp & 1);
-    if (warp < 4) { // X = A21 T11
-        float acc[1][4];
-        acc_zero(acc);
-        warp_mma<prec_tf32x3>(acc, view(Am + (o + 16) * ld + o, ld, 1),
-                              view(Tm + o * ld + o, ld, 1), 0, n1, 16);
+    acc_zero(acc);
+    warp_mma<prec_tf32x3>(acc, view(Tm + (32 + m2) * ld + 32, ld, 1), view(Xs + n2, ld, 1), 0, 0,
+                          m2 + 16);
 #pragma unroll
-        for (int e = 0; e < 4; e++)
-            Xs[(16 * pair + acc_row(e)) * ld + n1 + acc_col(0, e)] = acc[0][e];
-    }
+    for (int e = 0; e < 4; e++)
+        Tm[(32 + m2 + acc_row(e)) * ld + n2 + acc_col(0, e)] = -acc[0][e];
     __syncthreads();
-    if (warp < 4) { // T21 = -T22 X
-        float acc[1][4];
-        acc_zero(acc);
-        warp_mma<prec_tf32x3>(acc, view(Tm + (o + 16) * ld + o + 16, ld, 1),
-                              view(Xs + 16 * pair * ld, ld, 1), 0, n1, 16);
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-            Tm[(o + 16 + acc_row(e)) * ld + o + n1 + acc_col(0, e)] = -acc[0][e];
+}
+
+// Tm's six 16 x 16 blocks above the diagonal to zero, by warps 4-7 (the merges never read them;
+// W and U's products read T whole).
+__device__ __forceinline__ void zero_upper_blocks(float *Tm, int ld)
+{
+    for (int i = threadIdx.x - 128; i < 48 * 16; i += 128) { // rows 0..47, 16-byte pieces
+        const int r = i / 16, c = 4 * (i % 16);
+        if (c >= 16 * (r / 16 + 1))
+            *reinterpret_cast<float4 *>(Tm + r * ld + c) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
-    __syncthreads();
-    // second level: block (1, 0) of 32 x 32 blocks, warp w on rows 16 (w / 4).., columns
-    // 8 (w % 4)..
-    const int m2 = 16 * (warp >> 2), n2 = 8 * (warp & 3);
-    {
-        float acc[1][4];
-        acc_zero(acc);
-        warp_mma<prec_tf32x3>(acc, view(Am + 32 * ld, ld, 1), view(Tm, ld, 1), m2, n2, 32);
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-            Xs[(m2 + acc_row(e)) * ld + n2 + acc_col(0, e)] = acc[0][e];
-    }
-    __syncthreads();
-    {
-        float acc[1][4];
-        acc_zero(acc);
-        warp_mma<prec_tf32x3>(acc, view(Tm + 32 * ld + 32, ld, 1), view(Xs, ld, 1), m2, n2, 32);
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-            Tm[(32 + m2 + acc_row(e)) * ld + n2 + acc_col(0, e)] = -acc[0][e];
-    }
-    __syncthreads();
+}
+
+// Warps 0-3 only (named barrier 1): the other warps do other work meanwhile.
+__device__ __forceinline__ void sync_warps_0_3()
+{
+    asm volatile("bar.sync 1, 128;\n" ::: "memory");
 }
 
 template <class P, int KP>
@@ -1011,7 +1035,10 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
                 Sw[kC + (tid >> 5)] = __uint_as_float(m);
         }
     }
-    { // A = diag(beta) (K K^T * decay) strictly lower (warps 0-3); Aqk (warps 4-7)
+    // Each warp's 1 KiB of the scratch Xs (the first merge's X tile, the 16-byte stores' staging).
+    float *scratch = Xs + 256 * warp;
+    { // A = diag(beta) (K K^T * decay) strictly lower and the inverse's first steps (warps 0-3),
+      // while warps 4-7 make Aqk
         const int m0 = 16 * (warp & 3);
         const E *X = warp < 4 ? Ks : Qs;
         float acc[8][4];
@@ -1035,13 +1062,15 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
                         cc < r ? Bs[r] * Ik[r] * Ik[cc] * acc[jt][e] * __expf(Gs[r] - Gs[cc])
                                : 0.0f;
                 }
+            __syncwarp(); // the diagonal block reads only this warp's rows of A
+            inverse_diag_block(Am, Tm, L.ldf, warp);
+            sync_warps_0_3();
+            inverse_merge16(Am, Tm, L.ldf, scratch);
         } else {
             constexpr int ldq = tc_ld(kC, sizeof(E));
             constexpr bool qswz = tc_swizzled(kC, sizeof(E));
             E *aq = static_cast<E *>(p.Aq) + ch * (tc_aq_block(sizeof(E)) / (int)sizeof(E));
-            // 16 x 16 blocks, 16 bytes a lane through the warp's scratch (Xs: free until the
-            // inverse)
-            unsigned char *scratch = reinterpret_cast<unsigned char *>(Xs) + 1024 * warp;
+            // 16 x 16 blocks, 16 bytes a lane through the warp's scratch
 #pragma unroll
             for (int b = 0; b < 4; b++) {
                 unsigned pw[2][2];
@@ -1059,12 +1088,14 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
                                                     : 0.0f;
                         pw[j][h] = P::pack(x, y);
                     }
-                store_block16<qswz>(aq, ldq, m0, 16 * b, pw, scratch);
+                store_block16<qswz>(aq, ldq, m0, 16 * b, pw,
+                                    reinterpret_cast<unsigned char *>(scratch));
             }
+            zero_upper_blocks(Tm, L.ldf); // for W and U's products, which read T whole
         }
     }
     __syncthreads();
-    unit_lower_inverse_tc(Am, Tm, Xs, L.ldf);
+    inverse_merge32(Am, Tm, Xs, L.ldf);
     { // W = T diag(beta e^G / ||k||) K, U = T diag(beta) V: warp w rows 16 (w % 4), half the
       // columns. With long memory the state pass's V' = U - W S is a small difference of large
       // terms, so the cancellation must happen in f32: U stays f32, W goes out as hi + lo 16-bit
@@ -1077,7 +1108,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
         E *w = static_cast<E *>(p.W) + ch * kblk, *wl = static_cast<E *>(p.Wl) + ch * kblk;
         float *u = static_cast<float *>(p.U) + ch * (VP / kVT) * (tc_u_tile() / 4);
         const float2 wpow = w_scale_pow2<P>(Sw + kC);
-        unsigned char *scratch = reinterpret_cast<unsigned char *>(Xs) + 1024 * warp; // free now
+        unsigned char *stage = reinterpret_cast<unsigned char *>(scratch);
 #pragma unroll 1
         for (int part = 0; part < 2; part++) {
             const bool isw = part == 0;
@@ -1106,8 +1137,8 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
                         for (int h = 0; h < 2; h++)
                             split_pair<P>(wpow.y * acc[jt][2 * h], wpow.y * acc[jt][2 * h + 1], hw[jt][h],
                                           lw[jt][h]);
-                    store_block16<kswz>(w, ldg, m0, nb, hw, scratch);
-                    store_block16<kswz>(wl, ldg, m0, nb, lw, scratch + 512);
+                    store_block16<kswz>(w, ldg, m0, nb, hw, stage);
+                    store_block16<kswz>(wl, ldg, m0, nb, lw, stage + 512);
                 } else {
 #pragma unroll
                     for (int jt = 0; jt < 2; jt++)
