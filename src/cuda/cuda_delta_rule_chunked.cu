@@ -968,6 +968,27 @@ __device__ __forceinline__ void sync_warps_0_3()
     asm volatile("bar.sync 1, 128;\n" ::: "memory");
 }
 
+// Chunk c's q and k tiles (rows of ld, 16-bit) to key head kh's Qd / Kd blocks in the state
+// pass's layout, by warps 4-7 (a half-warp a row, 16 bytes a thread). Only the key head's first
+// value head's block runs it: the tiles are the same for all of them.
+template <class E, int KP>
+__device__ __forceinline__ void copy_key_tiles(const ck_args &p, int64_t c, int64_t kh,
+                                               const E *Qs, const E *Ks, int ld)
+{
+    constexpr int ldg = tc_layout_for(KP, sizeof(E)).ldk, kblk = kC * ldg;
+    constexpr bool kswz = tc_swizzled(KP, sizeof(E));
+    const int64_t ks = key_slot(p, c, kh);
+    E *qd = static_cast<E *>(p.Qd) + ks * kblk, *kd = static_cast<E *>(p.Kd) + ks * kblk;
+    const int x = 8 * (threadIdx.x & 15);
+    if (x >= KP)
+        return;
+    for (int i = (threadIdx.x - 128) >> 4; i < kC; i += 8) {
+        const int at = i * ld + x, gat = tile_at<kswz>(i, x, ldg);
+        *reinterpret_cast<uint4 *>(qd + gat) = *reinterpret_cast<const uint4 *>(Qs + at);
+        *reinterpret_cast<uint4 *>(kd + gat) = *reinterpret_cast<const uint4 *>(Ks + at);
+    }
+}
+
 template <class P, int KP>
 __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p)
 {
@@ -1092,6 +1113,8 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
                                     reinterpret_cast<unsigned char *>(scratch));
             }
             zero_upper_blocks(Tm, L.ldf); // for W and U's products, which read T whole
+            if (first_of_key_head(p, hv)) // and Q and K as they came go to the workspace
+                copy_key_tiles<E, KP>(p, blockIdx.x, kh, Qs, Ks, L.ldk);
         }
     }
     __syncthreads();
@@ -1121,14 +1144,20 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
                 frag_a_f32_cols_split<P>(ta[ks], tl[ks], Tm, L.ldf, m0, 16 * ks, isw ? Sw : Bs,
                                          down);
             for (int nb = half * 16; nb < n; nb += 32) {
-                float acc[2][4];
+                float acc[2][4], acl[2][4]; // the hi and lo products: two chains, not one
                 acc_zero(acc);
+                acc_zero(acl);
 #pragma unroll
                 for (int ks = 0; ks < 4; ks++) {
                     frag_b2(fb, B, ldb, 16 * ks, nb);
                     mma2<P>(acc[0], acc[1], ta[ks], fb);
-                    mma2<P>(acc[0], acc[1], tl[ks], fb);
+                    mma2<P>(acl[0], acl[1], tl[ks], fb);
                 }
+#pragma unroll
+                for (int jt = 0; jt < 2; jt++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        acc[jt][e] += acl[jt][e];
                 if (isw) { // hi + lo parts, 16 bytes a lane through the warp's scratch
                     unsigned hw[2][2], lw[2][2];
 #pragma unroll
@@ -1152,24 +1181,14 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
             }
         }
     }
-    { // Q and K as they came to the workspace, by the key head's first value head only; their
-      // factors scale e^G / ||q|| and e^(G_last - G) / ||k|| go to eg and ek, per value head.
-      // A half-warp per row, 16 bytes a thread.
-        const int64_t ks = key_slot(p, blockIdx.x, kh);
-        E *qd = static_cast<E *>(p.Qd) + ks * kblk, *kd = static_cast<E *>(p.Kd) + ks * kblk;
+    { // Q's and K's factors scale e^G / ||q|| and e^(G_last - G) / ||k|| to eg and ek, per value
+      // head (Q and K themselves went out during the inverse)
         if (tid < kC) {
             p.eg[ch * kC + tid] = p.scale * Eg[tid] * Iq[tid];
             p.ek[ch * kC + tid] = El[tid] * Ik[tid];
         }
         if (tid == 0)
             p.gl[ch] = expf(Gs[kC - 1]);
-        if (first_of_key_head(p, hv))
-            for (int i = tid >> 4; i < kC; i += kPrepThreads / 16)
-                for (int x = 8 * (tid & 15); x < KP; x += 128) {
-                    const int at = i * L.ldk + x, gat = tile_at<kswz>(i, x, ldg);
-                    *reinterpret_cast<uint4 *>(qd + gat) = *reinterpret_cast<const uint4 *>(Qs + at);
-                    *reinterpret_cast<uint4 *>(kd + gat) = *reinterpret_cast<const uint4 *>(Ks + at);
-                }
     }
 }
 
