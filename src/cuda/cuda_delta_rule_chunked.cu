@@ -1119,65 +1119,62 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
     }
     __syncthreads();
     inverse_merge32(Am, Tm, Xs, L.ldf);
-    { // W = T diag(beta e^G / ||k||) K, U = T diag(beta) V: warp w rows 16 (w % 4), half the
-      // columns. With long memory the state pass's V' = U - W S is a small difference of large
-      // terms, so the cancellation must happen in f32: U stays f32, W goes out as hi + lo 16-bit
-      // parts, and the products lose nothing to 16 bits. Their right operands are the exact
-      // 16-bit k and v rows; the row factors scale T's columns in f32, and that product enters
-      // as hi + lo parts. (T rounded once, shared by U and W, only scales V' = T (beta v -
-      // beta e^G k S) when T is well conditioned; on some long-memory draws it left the state
-      // 1e-3 off, against 6e-6 with T split.)
-        const int m0 = 16 * (warp & 3), half = warp >> 2;
+    { // W = T diag(beta e^G / ||k||) K (warps 0-3) and U = T diag(beta) V (warps 4-7), warp w
+      // rows 16 (w % 4).., all columns: each warp builds its T fragments once. With long memory
+      // the state pass's V' = U - W S is a small difference of large terms, so the cancellation
+      // must happen in f32: U stays f32, W goes out as hi + lo 16-bit parts, and the products
+      // lose nothing to 16 bits. Their right operands are the exact 16-bit k and v rows; the row
+      // factors scale T's columns in f32, and that product enters as hi + lo parts. (T rounded
+      // once, shared by U and W, only scales V' = T (beta v - beta e^G k S) when T is well
+      // conditioned; on some long-memory draws it left the state 1e-3 off, against 6e-6 with T
+      // split.)
+        const int m0 = 16 * (warp & 3);
+        const bool isw = warp < 4;
         E *w = static_cast<E *>(p.W) + ch * kblk, *wl = static_cast<E *>(p.Wl) + ch * kblk;
         float *u = static_cast<float *>(p.U) + ch * (VP / kVT) * (tc_u_tile() / 4);
         const float2 wpow = w_scale_pow2<P>(Sw + kC);
         unsigned char *stage = reinterpret_cast<unsigned char *>(scratch);
-#pragma unroll 1
-        for (int part = 0; part < 2; part++) {
-            const bool isw = part == 0;
-            const E *B = isw ? Ks : Vs;
-            const int ldb = isw ? L.ldk : d.ldv, n = isw ? KP : VP;
-            const float down = isw ? wpow.x : 1.0f;
-            unsigned ta[4][4], tl[4][4], fb[4]; // T diag(row factors) as hi + lo fragments
+        const E *B = isw ? Ks : Vs;
+        const int ldb = isw ? L.ldk : d.ldv, n = isw ? KP : VP;
+        const float down = isw ? wpow.x : 1.0f;
+        unsigned ta[4][4], tl[4][4], fb[4]; // T diag(row factors) as hi + lo fragments
 #pragma unroll
-            for (int ks = 0; ks < 4; ks++)
-                frag_a_f32_cols_split<P>(ta[ks], tl[ks], Tm, L.ldf, m0, 16 * ks, isw ? Sw : Bs,
-                                         down);
-            for (int nb = half * 16; nb < n; nb += 32) {
-                float acc[2][4], acl[2][4]; // the hi and lo products: two chains, not one
-                acc_zero(acc);
-                acc_zero(acl);
+        for (int ks = 0; ks < 4; ks++)
+            frag_a_f32_cols_split<P>(ta[ks], tl[ks], Tm, L.ldf, m0, 16 * ks, isw ? Sw : Bs, down);
+        for (int nb = 0; nb < n; nb += 16) {
+            float acc[2][4], acl[2][4]; // the hi and lo products: two chains, not one
+            acc_zero(acc);
+            acc_zero(acl);
 #pragma unroll
-                for (int ks = 0; ks < 4; ks++) {
-                    frag_b2(fb, B, ldb, 16 * ks, nb);
-                    mma2<P>(acc[0], acc[1], ta[ks], fb);
-                    mma2<P>(acl[0], acl[1], tl[ks], fb);
-                }
+            for (int ks = 0; ks < 4; ks++) {
+                frag_b2(fb, B, ldb, 16 * ks, nb);
+                mma2<P>(acc[0], acc[1], ta[ks], fb);
+                mma2<P>(acl[0], acl[1], tl[ks], fb);
+            }
+#pragma unroll
+            for (int jt = 0; jt < 2; jt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    acc[jt][e] += acl[jt][e];
+            if (isw) { // hi + lo parts, 16 bytes a lane through the warp's scratch
+                unsigned hw[2][2], lw[2][2];
 #pragma unroll
                 for (int jt = 0; jt < 2; jt++)
 #pragma unroll
-                    for (int e = 0; e < 4; e++)
-                        acc[jt][e] += acl[jt][e];
-                if (isw) { // hi + lo parts, 16 bytes a lane through the warp's scratch
-                    unsigned hw[2][2], lw[2][2];
+                    for (int h = 0; h < 2; h++)
+                        split_pair<P>(wpow.y * acc[jt][2 * h], wpow.y * acc[jt][2 * h + 1],
+                                      hw[jt][h], lw[jt][h]);
+                store_block16<kswz>(w, ldg, m0, nb, hw, stage);
+                store_block16<kswz>(wl, ldg, m0, nb, lw, stage + 512);
+            } else {
 #pragma unroll
-                    for (int jt = 0; jt < 2; jt++)
+                for (int jt = 0; jt < 2; jt++)
 #pragma unroll
-                        for (int h = 0; h < 2; h++)
-                            split_pair<P>(wpow.y * acc[jt][2 * h], wpow.y * acc[jt][2 * h + 1], hw[jt][h],
-                                          lw[jt][h]);
-                    store_block16<kswz>(w, ldg, m0, nb, hw, stage);
-                    store_block16<kswz>(wl, ldg, m0, nb, lw, stage + 512);
-                } else {
-#pragma unroll
-                    for (int jt = 0; jt < 2; jt++)
-#pragma unroll
-                        for (int e = 0; e < 4; e += 2) {
-                            const int c = nb + acc_col(jt, e); // U tile c / 32, column c % 32
-                            store_pair(u + ((c / kVT) * kC + m0 + acc_row(e)) * kUld + c % kVT,
-                                       acc[jt][e], acc[jt][e + 1]);
-                        }
-                }
+                    for (int e = 0; e < 4; e += 2) {
+                        const int c = nb + acc_col(jt, e); // U tile c / 32, column c % 32
+                        store_pair(u + ((c / kVT) * kC + m0 + acc_row(e)) * kUld + c % kVT,
+                                   acc[jt][e], acc[jt][e + 1]);
+                    }
             }
         }
     }
