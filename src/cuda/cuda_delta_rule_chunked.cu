@@ -897,13 +897,13 @@ __device__ __forceinline__ void inverse_diag_block(const float *Am, float *Tm, i
             Tm[(b0 + i) * ld + b0 + j] = t[i];
 }
 
-// acc -> rows 0..15 of a 16 x 8 f32 tile (row stride 8: the tf32 B fragments read it without
-// bank conflicts).
-__device__ __forceinline__ void store_acc_16x8(float *x, const float (&acc)[1][4])
+// sign * acc (a warp's 16 x 8 accumulator tile) to the f32 tile at x, row stride ld.
+__device__ __forceinline__ void store_acc_16x8(float *x, int ld, const float (&acc)[1][4],
+                                               float sign)
 {
 #pragma unroll
     for (int e = 0; e < 4; e++)
-        x[acc_row(e) * 8 + acc_col(0, e)] = acc[0][e];
+        x[acc_row(e) * ld + acc_col(0, e)] = sign * acc[0][e];
 }
 
 // The 32 x 32 diagonal blocks' off-diagonal parts, warp w < 4 on block pair w / 2, columns
@@ -916,14 +916,12 @@ __device__ __forceinline__ void inverse_merge16(const float *Am, float *Tm, int 
     acc_zero(acc);
     warp_mma<prec_tf32x3>(acc, view(Am + (o + 16) * ld + o, ld, 1),
                           view(Tm + o * ld + o + n1, ld, 1), 0, 0, 16);
-    store_acc_16x8(scratch, acc);
+    store_acc_16x8(scratch, 8, acc, 1.0f); // row stride 8: the B fragments read it conflict-free
     __syncwarp();
     acc_zero(acc);
     warp_mma<prec_tf32x3>(acc, view(Tm + (o + 16) * ld + o + 16, ld, 1), view(scratch, 8, 1), 0,
                           0, 16);
-#pragma unroll
-    for (int e = 0; e < 4; e++)
-        Tm[(o + 16 + acc_row(e)) * ld + o + n1 + acc_col(0, e)] = -acc[0][e];
+    store_acc_16x8(Tm + (o + 16) * ld + o + n1, ld, acc, -1.0f);
 }
 
 // The 64 x 64 inverse's lower-left 32 x 32 block, warp w on rows 16 (w / 4).. and columns
@@ -938,16 +936,12 @@ __device__ __forceinline__ void inverse_merge32(const float *Am, float *Tm, floa
     acc_zero(acc);
     warp_mma<prec_tf32x3>(acc, view(Am + (32 + m2) * ld + k0, ld, 1),
                           view(Tm + k0 * ld + n2, ld, 1), 0, 0, 32 - k0);
-#pragma unroll
-    for (int e = 0; e < 4; e++)
-        Xs[(m2 + acc_row(e)) * ld + n2 + acc_col(0, e)] = acc[0][e];
+    store_acc_16x8(Xs + m2 * ld + n2, ld, acc, 1.0f);
     __syncthreads();
     acc_zero(acc);
     warp_mma<prec_tf32x3>(acc, view(Tm + (32 + m2) * ld + 32, ld, 1), view(Xs + n2, ld, 1), 0, 0,
                           m2 + 16);
-#pragma unroll
-    for (int e = 0; e < 4; e++)
-        Tm[(32 + m2 + acc_row(e)) * ld + n2 + acc_col(0, e)] = -acc[0][e];
+    store_acc_16x8(Tm + (32 + m2) * ld + n2, ld, acc, -1.0f);
     __syncthreads();
 }
 
