@@ -154,7 +154,9 @@ static void test_chunked(rng *r)
  * through their maps. GDN_CUDA_SEGMENT_CHUNKS forces the segment length so that short problems
  * split too: one-chunk segments, segments not dividing the sequence, varlen sequences of one,
  * several and no segments, fresh and pool initial states; GDN_CUDA_STITCH_COLS forces each of the
- * stitch's block widths. Against the reference and against the unsplit chunked form. */
+ * stitch's block widths. Every fourth case has K = V = 128 (on sm_90a: the wgmma pass with two
+ * warpgroups a block; GDN_CUDA_WG_WIDTH=1 makes it one). Against the reference and against the
+ * unsplit chunked form. */
 static void test_chunked_split(rng *r)
 {
     static const int64_t lens[] = {0, 1, 130, 700, 64, 0, 333};
@@ -164,6 +166,8 @@ static void test_chunked_split(rng *r)
         f.HV = f.H * (int64_t[]){1, 2}[rng_int(r, 0, 1)];
         f.K = (int64_t[]){32, 64, 128}[rng_int(r, 0, 2)];
         f.V = (int64_t[]){16, 36, 128}[rng_int(r, 0, 2)];
+        if (i % 4 == 1) /* the shapes whose wgmma pass runs two warpgroups a block */
+            f.K = f.V = 128;
         f.nseq = 2 * rng_int(r, 0, 1) + 1;
         f.T = (int64_t[]){200, 513, 700}[rng_int(r, 0, 2)];
         if (i % 3 == 2) {

@@ -24,7 +24,7 @@
 // bf16/f16 inputs run chunk_prep_tc and chunk_state_tc, the same steps built for speed: ldmatrix
 // operands, cp.async staging, the diagonal inverse blocks in registers, the state in registers.
 // On sm_90a the split calls' state pass is chunk_state_wg instead (warpgroup products, 64 value
-// columns a block; use_wg says when).
+// columns a warpgroup, two warpgroups a block for K = V = 128; use_wg and wg_width say when).
 // Their precision keeps in mind long memory (slow decay, T >> K), where the state predicts the
 // new values and V' = U - W S = T (beta v - beta e^G k S) is a small difference of large terms:
 // an operand rounded to 16 bits before that difference costs 2^-9 of the large terms, and the
@@ -165,6 +165,7 @@ struct ck_args {
     int64_t *seg_off;           // [N + 1] first segment slot of each sequence
     float *maps;                // [nslots, HV, KP, KP + VP] f32: a segment's [M | N]
     bool wg;                    // the state pass is chunk_state_wg (else chunk_state_tc)
+    int wgw;                    // chunk_state_wg's warpgroups per block (wg_width)
     float *gl;                  // [nc, HV] exp(G_last)
     float *eg;                  // [nc, HV, 64] scale exp(G_i) (16-bit path: Q is stored unscaled)
     float *ek;                  // [nc, HV, 64] 16-bit path: exp(G_last - G_i) / ||k_i|| (Kd holds
@@ -1748,46 +1749,58 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
 // is read by the tensor cores from the stage (the 128-byte-swizzled panels the workspace holds),
 // so per chunk the only shared-memory traffic besides the products' own operand reads is the
 // stage's bulk copies and the output tile. The precision policy is chunk_state_tc's.
-// Warp w holds value rows 16w..16w+15 of every accumulator (layout in cuda_wgmma.cuh).
+// Warp w of a warpgroup holds value rows 16w..16w+15 of every accumulator (layout in
+// cuda_wgmma.cuh). A block runs NW warpgroups (1 or 2) on NW adjacent 64-column tiles of one head
+// and segment: they share the stage's W, Q, K and Aqk (each its own U tiles), and with two
+// warpgroups on an SM one's non-product phases (fragments, factors, output) overlap the other's
+// products, which one warpgroup alone leaves as a chain of latencies.
 
-constexpr int kWgThreads = 128;
-constexpr int kWgCols = 64;     // value columns per block
+constexpr int kWgThreads = 128; // one warpgroup
+constexpr int kWgCols = 64;     // value columns per warpgroup
 constexpr int kOutLd = kWgCols + 4; // the output tile's rows (f32; conflict-free stores)
+constexpr int kWgUBytes = (kWgCols / kVT) * tc_u_tile(); // a warpgroup's U tiles in a stage
 
-// One stage of chunk_state_wg: byte offsets, every panel 1024-byte aligned. W's and Q's panels
-// alternate (wq: W's panel p at 2p, Q's at 2p + 1), so that [W; Q] is one 128-row right operand
-// of S^T (V' and the output's Q S in one product).
+// One stage of chunk_state_wg with NW warpgroups: byte offsets, every panel 1024-byte aligned.
+// W's and Q's panels alternate (wq: W's panel p at 2p, Q's at 2p + 1), so that [W; Q] is one
+// 128-row right operand of S^T (V' and the output's Q S in one product). Warpgroup w's U tiles
+// are at u + w * kWgUBytes; once it has read them they hold its output tile (no region of its
+// own: two warpgroups' stages fill the 227 KB an SM gives a block). The second stage starts
+// `stage` bytes after the first and needs only `used` of them; the two stages' mbarriers follow
+// (bar; in the dynamic area, as static shared memory would be padded to its 1024-byte alignment).
 struct wg_layout {
-    int wq, wl, k, a, u, ek, eg, stage, out, bytes;
+    int wq, wl, k, a, u, ek, eg, used, stage, bar, bytes;
 };
 
 [[maybe_unused]] constexpr int kPanelBytes = kPanel * kPanel * 2; // unused off sm_90a
 
-__host__ __device__ constexpr wg_layout wg_layout_for(int KP)
+__host__ __device__ constexpr wg_layout wg_layout_for(int KP, int NW)
 {
     wg_layout L{};
     const int kb = kC * KP * 2; // a 16-bit key block (KP / 64 panels)
     L.wq = 0, L.wl = 2 * kb, L.k = 3 * kb, L.a = 4 * kb;
     L.u = L.a + kC * kC * 2;
-    L.ek = L.u + (kWgCols / kVT) * tc_u_tile();
+    L.ek = L.u + NW * kWgUBytes;
     L.eg = L.ek + kC * 4;
-    L.stage = (int)round_up(L.eg + kC * 4, 1024);
-    L.out = 2 * L.stage;
-    L.bytes = L.out + kC * kOutLd * 4 + 1024; // + the alignment of the dynamic area to 1024
+    L.used = L.eg + kC * 4;
+    L.stage = (int)round_up(L.used, 1024);
+    L.bar = (int)round_up(L.stage + L.used, 8);
+    L.bytes = L.bar + 16 + 1024; // + the alignment of the dynamic area to 1024
     return L;
 }
+// The output tile (f32, or 16-bit rows of kWgCols + 8) in a warpgroup's U tiles.
+static_assert(kC * kOutLd * 4 <= kWgUBytes, "the output tile fits in U's place");
 
 // Chunk ch's stage for chunk_state_wg (thread 0 only; ready when bar's phase completes): W,
-// W lo, K and the update's row factors always, U's two tiles of this block's columns unless
-// !u_in (a map's M columns), Q, Aqk and the output's row factors for the output pass.
-template <int KP, bool OUT>
+// W lo, K and the update's row factors always, U's 2 NW tiles of this block's columns from v0
+// unless !u_in (a map's M columns), Q, Aqk and the output's row factors for the output pass.
+template <int KP, bool OUT, int NW>
 __device__ __forceinline__ void stage_chunk_wg(const ck_args &p, unsigned stage, unsigned bar,
                                                int64_t ch, int64_t ks, int v0, bool u_in)
 {
     using E = __nv_bfloat16; // the workspace's 16-bit blocks are the same for f16
     constexpr int kb = tc_key_block(KP, 2), ab = tc_aq_block(2);
-    constexpr int ub = (kWgCols / kVT) * tc_u_tile();
-    constexpr wg_layout L = wg_layout_for(KP);
+    constexpr int ub = NW * kWgUBytes; // the NW warpgroups' tiles are adjacent in the workspace
+    constexpr wg_layout L = wg_layout_for(KP, NW);
     const chunk_parts c = chunk_parts_of<E, KP>(p, ch, ks, v0);
     mbar_expect(bar, 3 * kb + kC * 4 + (u_in ? ub : 0) + (OUT ? kb + ab + kC * 4 : 0));
     if (u_in)
@@ -1815,7 +1828,7 @@ __device__ __forceinline__ void copy_out_pairs(const gdn_tensor &out, const unsi
                                                int64_t row, int64_t tok0, int64_t hv, int v0,
                                                int len)
 {
-    const int tid = threadIdx.x, x = 8 * (tid & 7);
+    const int tid = threadIdx.x % kWgThreads, x = 8 * (tid & 7); // this warpgroup's threads
     E *dst = static_cast<E *>(out.data) + tok_off(out, row, tok0 + (tid >> 3), hv) + v0 + x;
     const E *src = reinterpret_cast<const E *>(tile) + (tid >> 3) * ld + x;
 #pragma unroll 1
@@ -1835,16 +1848,32 @@ __device__ __forceinline__ bool out_pairs_ok(const gdn_tensor &out, int v0, int 
            out.stride[1] % 8 == 0 && out.stride[2] % 8 == 0;
 }
 
-// The block's output tile (O^T in registers, 64 value rows x 64 tokens) to `out`, through
-// shared memory so that each token's 64 values leave as whole 16-byte pieces: as 16-bit pairs,
-// transposed by stmatrix, where out_pairs_ok said so, else as f32 through the generic store.
+// Warpgroup wg's threads only (named barrier 1 + wg; 0 is __syncthreads').
+__device__ __forceinline__ void sync_warpgroup(int wg)
+{
+    asm volatile("bar.sync %0, 128;\n" ::"r"(wg + 1) : "memory");
+}
+
+// Orders this thread's generic writes to shared memory before later bulk copies into it (the
+// output tile lies where a later stage's U arrives).
+__device__ __forceinline__ void fence_proxy_async()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+// Warpgroup wg's output tile (O^T in registers, 64 value rows x 64 tokens) to `out`, through
+// shared memory (`tile`, the warpgroup's U tiles: every thread of the warpgroup has read them)
+// so that each token's 64 values leave as whole 16-byte pieces: as 16-bit pairs, transposed by
+// stmatrix, where out_pairs_ok said so, else as f32 through the generic store.
 template <class P>
 __device__ __forceinline__ void store_out_wg(const gdn_tensor &out, unsigned char *tile,
                                              const float *o, int64_t row, int64_t tok0, int64_t hv,
-                                             int v0, int len, int V, bool pairs)
+                                             int v0, int len, int V, bool pairs, int wg)
 {
     using E = typename P::st;
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int tid = threadIdx.x % kWgThreads, lane = tid & 31, warp = tid >> 5;
     if (pairs) {
         constexpr int ld = kWgCols + 8; // 144-byte rows: a matrix's eight rows in distinct banks
         const unsigned base = static_cast<unsigned>(__cvta_generic_to_shared(tile));
@@ -1855,7 +1884,8 @@ __device__ __forceinline__ void store_out_wg(const gdn_tensor &out, unsigned cha
                               P::pack(o[4 * j], o[4 * j + 1]), P::pack(o[4 * j + 2], o[4 * j + 3]),
                               P::pack(o[4 * j + 4], o[4 * j + 5]),
                               P::pack(o[4 * j + 6], o[4 * j + 7]));
-        __syncthreads();
+        fence_proxy_async();
+        sync_warpgroup(wg);
         copy_out_pairs<E, ld>(out, tile, row, tok0, hv, v0, len);
         return;
     }
@@ -1864,7 +1894,8 @@ __device__ __forceinline__ void store_out_wg(const gdn_tensor &out, unsigned cha
 #pragma unroll
     for (int i = 0; i < 32; i++)
         t[(8 * (i >> 2) + 2 * (lane & 3) + (i & 1)) * kOutLd + vr + 8 * ((i >> 1) & 1)] = o[i];
-    __syncthreads();
+    fence_proxy_async();
+    sync_warpgroup(wg);
     for (int i = tid; i < kC * kWgCols / 8; i += kWgThreads) {
         const int c = i >> 3, x = 8 * (i & 7), v = v0 + x;
         if (c >= len)
@@ -1875,22 +1906,25 @@ __device__ __forceinline__ void store_out_wg(const gdn_tensor &out, unsigned cha
     }
 }
 
-// The state pass over one segment of one sequence for 64 value columns of one head; OUT and the
-// maps pass as in chunk_state_tc (the maps pass's tiles run over the K + V columns of [M | N]).
-template <class P, int KP, bool OUT>
-__global__ void __launch_bounds__(kWgThreads, 1) chunk_state_wg(const ck_args p)
+// The state pass over one segment of one sequence for NW x 64 value columns of one head, 64 a
+// warpgroup; OUT and the maps pass as in chunk_state_tc (the maps pass's tiles run over the
+// K + V columns of [M | N]). With NW = 2 the host makes the tiles of M and of N an even count
+// per head, so a block's two tiles are both of M or both of N.
+template <class P, int KP, bool OUT, int NW>
+__global__ void __launch_bounds__(NW *kWgThreads, 1) chunk_state_wg(const ck_args p)
 {
 #ifdef GDN_WGMMA
     extern __shared__ __align__(1024) unsigned char smem_raw[];
-    constexpr wg_layout L = wg_layout_for(KP);
+    constexpr wg_layout L = wg_layout_for(KP, NW);
     constexpr int NKS = KP / 16, NS = KP / 2; // k-steps over the state's rows; its registers
     const unsigned raw = static_cast<unsigned>(__cvta_generic_to_shared(smem_raw));
     const unsigned sbase = (raw + 1023u) & ~1023u;
     unsigned char *smem = smem_raw + (sbase - raw);
     const ck_dims &d = p.d;
     const gdn_delta_rule_args &a = p.a;
-    state_block b;
-    if (!state_block_for<OUT>(p, blockIdx.x, kWgCols, KP, b))
+    const int wg = NW > 1 ? (int)(threadIdx.x / kWgThreads) : 0;
+    state_block b; // the blocks' tiles in order: all warpgroups share the head and segment
+    if (!state_block_for<OUT>(p, blockIdx.x * NW + wg, kWgCols, KP, b))
         return;
     const int tile = b.tile, v0 = b.v0;
     const int64_t hv = b.hv, slot = b.slot, n = b.n, seg = b.seg;
@@ -1899,7 +1933,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) chunk_state_wg(const ck_args p)
     const bool kv = a.state_layout == GDN_STATE_KV;
     const int64_t s2 = a.state.stride[2], s3 = a.state.stride[3];
     const int lane = threadIdx.x & 31, t = lane & 3;
-    const int vr = 16 * (threadIdx.x >> 5) + (lane >> 2); // this thread's value rows vr, vr + 8
+    const int vr = 16 * (threadIdx.x % kWgThreads >> 5) + (lane >> 2); // value rows vr, vr + 8
     // S^T: element 4j + e at value row vr + 8 (e / 2), state row (key) 8j + 2t + (e % 2)
     float S[NS];
 #pragma unroll
@@ -1918,14 +1952,13 @@ __global__ void __launch_bounds__(kWgThreads, 1) chunk_state_wg(const ck_args p)
     const int64_t all = p.chunk_off[n + 1] - p.chunk_off[n];
     const int64_t c0 = seg * p.segc, first = p.chunk_off[n] + c0;
     const int64_t nch = all - c0 < p.segc ? all - c0 : p.segc;
-    __shared__ __align__(8) unsigned long long stage_bar[2];
-    const unsigned bar0 = static_cast<unsigned>(__cvta_generic_to_shared(stage_bar));
+    const unsigned bar0 = sbase + L.bar; // the two stages' barriers
     const int64_t kh = key_head_of(p, hv);
     const bool out_pairs = OUT && out_pairs_ok<P>(a.out, v0, (int)p.V);
-    auto stage_into = [&](int i, int64_t c) {
+    auto stage_into = [&](int i, int64_t c) { // (thread 0's v0 is the block's first column)
         if (threadIdx.x == 0)
-            stage_chunk_wg<KP, OUT>(p, sbase + i * L.stage, bar0 + 8 * i, c * p.HV + hv,
-                                    key_slot(p, c, kh), v0, !m_cols);
+            stage_chunk_wg<KP, OUT, NW>(p, sbase + i * L.stage, bar0 + 8 * i, c * p.HV + hv,
+                                        key_slot(p, c, kh), v0, !m_cols);
     };
     float next_decay = 0.0f;
     if (nch > 0) {
@@ -1943,8 +1976,8 @@ __global__ void __launch_bounds__(kWgThreads, 1) chunk_state_wg(const ck_args p)
         const unsigned sst = sbase + (unsigned)(j & 1) * L.stage;
         const unsigned char *stg = smem + (j & 1) * L.stage;
         mbar_wait(bar0 + 8 * (unsigned)(j & 1), (unsigned)(j >> 1) & 1u);
-        // chunk j is in; every thread is done with chunk j - 1 (its products waited for, the
-        // output tile stored), so stage (j + 1) & 1 and the tile are free
+        // chunk j is in; every thread is done with chunk j - 1 (its products waited for, its
+        // output tile in stage (j + 1) & 1 stored), so that stage is free
         if (j > 0)
             __syncthreads();
         const float decay = next_decay;
@@ -1965,7 +1998,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) chunk_state_wg(const ck_args p)
         // decays S while the products run (at one warpgroup per SM the step is a chain of
         // latencies)
         constexpr int NA = OUT ? 64 : 32;
-        const float *Us = reinterpret_cast<const float *>(stg + L.u);
+        const float *Us = reinterpret_cast<const float *>(stg + L.u + wg * kWgUBytes);
         auto u_at = [&](int i) { // U^T's element i of the accumulator layout
             const int v = vr + 8 * ((i >> 1) & 1), c = 8 * (i >> 2) + 2 * t + (i & 1);
             return m_cols ? 0.0f : Us[((v >> 5) * kC + c) * kUld + (v & 31)];
@@ -2038,9 +2071,11 @@ __global__ void __launch_bounds__(kWgThreads, 1) chunk_state_wg(const ck_args p)
                 wg_mma<P::is_f16, 1, 0, 64>(ot, vs[ks], wg_desc(sst + L.a + ks * 32, 16, 1024));
         }
         wg_commit_wait();
-        if (OUT)
-            store_out_wg<P>(a.out, smem + L.out, ot, s.row, tok0, hv, v0, len, (int)p.V,
-                            out_pairs);
+        if (OUT) {
+            sync_warpgroup(wg); // every thread of the warpgroup has read its U tiles
+            store_out_wg<P>(a.out, smem + (j & 1) * L.stage + L.u + wg * kWgUBytes, ot, s.row,
+                            tok0, hv, v0, len, (int)p.V, out_pairs, wg);
+        }
     }
     if (!OUT) { // [M | N] of this segment, columns tile * 64 ..
         float *MN = p.maps + (slot * p.HV + hv) * (int64_t)KP * (KP + d.VP);
@@ -2101,7 +2136,7 @@ bool wg_loaded()
         return false;
     if (!known[dev]) {
         cudaFuncAttributes fa;
-        const bool ok = cudaFuncGetAttributes(&fa, chunk_state_wg<prec_bf16, 128, true>) ==
+        const bool ok = cudaFuncGetAttributes(&fa, chunk_state_wg<prec_bf16, 128, true, 1>) ==
                             cudaSuccess &&
                         fa.ptxVersion >= 90 && fa.binaryVersion == 90;
         cudaGetLastError();
@@ -2134,9 +2169,23 @@ bool use_wg(const gdn_delta_rule_problem *p)
     const char *e = getenv("GDN_CUDA_STATE_PASS");
     if (e && strcmp(e, "mma") == 0)
         return false;
-    if (max_shared_optin() < wg_layout_for((int)KP).bytes + 16 || !wg_loaded())
+    if (max_shared_optin() < wg_layout_for((int)KP, 1).bytes || !wg_loaded())
         return false;
     return (e && strcmp(e, "wgmma") == 0) || few_state_blocks(p);
+}
+
+// Warpgroups per chunk_state_wg block: 2 when K and V round up to 128, so that each head's M and
+// N have two 64-column tiles each (a block's pair shares its head, its segment and whether U
+// comes in) and the two warpgroups' stages fit the device's shared memory; else 1.
+// GDN_CUDA_WG_WIDTH=1 forces 1 (tests, comparisons).
+int wg_width(const gdn_delta_rule_problem *p)
+{
+    if (round_up(p->K, 32) != 128 || round_up(p->V, 32) != 128)
+        return 1;
+    const char *e = getenv("GDN_CUDA_WG_WIDTH");
+    if (e && atoi(e) == 1)
+        return 1;
+    return max_shared_optin() >= wg_layout_for(128, 2).bytes ? 2 : 1;
 }
 
 // Waves of `blocks` blocks at one block per SM.
@@ -2148,10 +2197,12 @@ int64_t waves(int64_t blocks, int64_t sms) { return (blocks + sms - 1) / sms; }
 // the maps pass (KT + VT tiles of cols value columns per head, cols the state pass's tile width)
 // one per chunk of a segment and wave, the output pass (VT tiles) two, the stitch 1.5 per
 // segment boundary. The weights are the H200's measured step times (wgmma passes at T = 32768,
-// HV = 4: 1.67, 3.2 and 2.6 us; docs/PERFORMANCE.md, nineteenth session). Ties go to fewer
+// HV = 4: 1.67, 3.2 and 2.6 us; docs/PERFORMANCE.md, nineteenth session), of one-warpgroup
+// blocks; with two a block (wgw = 2, 128-column tiles) a sweep of the segment length found the
+// model's choice the fastest on the H200 rows (twenty-first session). Ties go to fewer
 // segments. GDN_CUDA_SEGMENT_CHUNKS=n forces n (testing and benchmarking). Returns at least
 // every sequence's chunk count when not splitting.
-int64_t segment_chunks(const gdn_delta_rule_problem *p, bool wg)
+int64_t segment_chunks(const gdn_delta_rule_problem *p, bool wg, int wgw)
 {
     const int64_t most = (p->T + kC - 1) / kC > 1 ? (p->T + kC - 1) / kC : 1;
     if (elem_size(p->a.q.dtype) != 2)
@@ -2161,7 +2212,7 @@ int64_t segment_chunks(const gdn_delta_rule_problem *p, bool wg)
         return atoll(e) < most ? atoll(e) : most;
     if (!few_state_blocks(p))
         return most;
-    const int64_t cols = wg ? kWgCols : kVT, sms = device_sms();
+    const int64_t cols = wg ? kWgCols * wgw : kVT, sms = device_sms();
     const int64_t N = p->seqs.count, KT = round_up(p->K, cols) / cols;
     const int64_t VT = round_up(p->V, cols) / cols;
     const int64_t per_seq = p->seqs.cu_seqlens ? (most + N - 1) / N : most;
@@ -2190,6 +2241,7 @@ struct ws_layout {
     size_t off, gl, eg, ek, W, Wl, Qd, Kd, U, Aq, seg_off, maps, total;
     int64_t segc, nslots;
     bool wg; // the state pass is chunk_state_wg (use_wg), decided once for both
+    int wgw; // its warpgroups per block (wg_width)
 };
 
 ws_layout workspace_layout(const gdn_delta_rule_problem *p)
@@ -2217,7 +2269,8 @@ ws_layout workspace_layout(const gdn_delta_rule_problem *p)
     w.U = take(nch * ublk);
     w.Aq = take(nch * ablk);
     w.wg = use_wg(p);
-    w.segc = segment_chunks(p, w.wg);
+    w.wgw = w.wg ? wg_width(p) : 1;
+    w.segc = segment_chunks(p, w.wg, w.wgw);
     w.nslots = segment_slots(p, w.segc);
     w.seg_off = take((size_t)(p->seqs.count + 1) * sizeof(int64_t));
     const bool split = w.nslots > p->seqs.count;
@@ -2226,12 +2279,12 @@ ws_layout workspace_layout(const gdn_delta_rule_problem *p)
     return w;
 }
 
-// chunk_state_wg: `tiles` blocks per (head, segment slot).
-void launch_wg(void (*kernel)(ck_args), int64_t tiles, int bytes, const ck_args &k,
+// chunk_state_wg: `blocks` blocks of nw warpgroups per (head, segment slot).
+void launch_wg(void (*kernel)(ck_args), int64_t blocks, int nw, int bytes, const ck_args &k,
                cudaStream_t stream)
 {
     cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-    kernel<<<(unsigned)(tiles * k.HV * k.nslots), kWgThreads, bytes, stream>>>(k);
+    kernel<<<(unsigned)(blocks * k.HV * k.nslots), nw * kWgThreads, bytes, stream>>>(k);
 }
 
 template <int C, int KP>
@@ -2261,6 +2314,20 @@ void launch_stitch(const ck_args &k, cudaStream_t stream)
     }
 }
 
+// chunk_state_wg's passes with NW warpgroups a block: split calls' maps and stitch, then the
+// output pass.
+template <class P, int KP, int NW>
+void launch_state_wg(const ck_args &k, bool split, cudaStream_t stream)
+{
+    constexpr int bytes = wg_layout_for(KP, NW).bytes, cols = NW * kWgCols;
+    const int64_t VT = k.d.VP / cols;
+    if (split) {
+        launch_wg(chunk_state_wg<P, KP, false, NW>, KP / cols + VT, NW, bytes, k, stream);
+        launch_stitch<KP>(k, stream);
+    }
+    launch_wg(chunk_state_wg<P, KP, true, NW>, VT, NW, bytes, k, stream);
+}
+
 // The 16-bit kernels for K <= KP: the preparation, then the state pass (split calls first make
 // every segment's maps and stitch the segments' starting states).
 template <class P, int KP>
@@ -2274,13 +2341,12 @@ void launch_tc(const ck_args &k, cudaStream_t stream)
     const bool split = k.nslots > k.N;
     if constexpr (KP == 64 || KP == 128) {
         if (k.wg) {
-            constexpr int bytes = wg_layout_for(KP).bytes;
-            const int64_t VT = k.d.VP / kWgCols;
-            if (split) {
-                launch_wg(chunk_state_wg<P, KP, false>, KP / kWgCols + VT, bytes, k, stream);
-                launch_stitch<KP>(k, stream);
-            }
-            launch_wg(chunk_state_wg<P, KP, true>, VT, bytes, k, stream);
+            if constexpr (KP == 128)
+                if (k.wgw == 2) {
+                    launch_state_wg<P, KP, 2>(k, split, stream);
+                    return;
+                }
+            launch_state_wg<P, KP, 1>(k, split, stream);
             return;
         }
     }
@@ -2374,7 +2440,7 @@ extern "C" gdn_status cuda_delta_rule_chunked(gdn_context *ctx, const gdn_delta_
     k.W = base + w.W, k.Wl = base + w.Wl, k.Qd = base + w.Qd, k.Kd = base + w.Kd;
     k.U = base + w.U, k.Aq = base + w.Aq;
     k.segc = w.segc, k.nslots = w.nslots;
-    k.wg = w.wg;
+    k.wg = w.wg, k.wgw = w.wgw;
     k.seg_off = reinterpret_cast<int64_t *>(base + w.seg_off);
     k.maps = reinterpret_cast<float *>(base + w.maps);
     cudaStream_t stream = cuda_stream(ctx);
