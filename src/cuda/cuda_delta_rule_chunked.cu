@@ -61,15 +61,23 @@ __host__ __device__ constexpr int64_t round_up(int64_t x, int64_t m)
 // (hi, lo), Q, K, U (f32), Aqk; V'; the update's scaled V' (hi, lo); two 16-bit copies of S
 // (hi, lo). A compile-time constant in the kernel, so every shared address is a per-thread base
 // plus an immediate; dims_for copies it for the host. On the 16-bit path the workspace holds each
-// chunk's W, W lo, Q, K and Aqk with the same padded rows, and U as 32-column tiles of rows
-// kUld wide, so a stage's parts arrive by one linear copy each. Rows of W, Q, K (KP wide) and
+// chunk's W, W lo, Q, K and Aqk with the same padded rows, and U as 32-column tiles (u_index),
+// so a stage's parts arrive by one linear copy each. Rows of W, Q, K (KP wide) and
 // Aqk (64 wide) that are a multiple of 128 bytes go unpadded with their 16-byte pieces swizzled
 // (tile_at in cuda_mma.cuh): ldmatrix reads them without bank conflicts, and every row is whole
 // 32-byte sectors. Other widths (KP = 32, 96) get 32-byte pads: with 16-byte pads half the
 // sectors the preparation wrote were shared by two rows, and its time went from 360 to 550-600 us
 // (measured, T = 8192, HV = 32); 32-byte pads cost 2-way conflicts in ldmatrix instead (the
 // state pass of K = 128 took 406 us with them, against 344 us with the conflict-free 16-byte pads).
-constexpr int kUld = kVT + 8; // U's rows (f32) in the 16-bit path's workspace and stages
+// Element (r, c) of a U tile (64 rows of 32 f32, unpadded) in the 16-bit path's workspace and
+// stages: each row's 8-float groups XOR-swizzled by (r / 2) % 4. The state passes and the
+// preparation touch U in accumulator layouts, a warp at once on 8 consecutive rows (pairs of
+// columns) or on 4 rows 2 apart (single columns), which the swizzle spreads over all 32 banks.
+// (Rows padded to 40 floats did that too, for 25% more bytes in a pass bound by them.)
+__host__ __device__ constexpr int u_index(int r, int c)
+{
+    return r * kVT + (c ^ (8 * ((r >> 1) & 3)));
+}
 
 struct tc_layout {
     int ldk, ldu, ldq;                                 // row strides (elements)
@@ -84,10 +92,10 @@ __host__ __device__ constexpr int tc_ld(int n, int es)
     return tc_swizzled(n, es) ? n : n + 32 / es;
 }
 // Bytes per (chunk, value head) of the 16-bit path's workspace arrays: W, W lo, Q, K (rows of
-// ldk); Aqk (rows of ldq); U (VP / 32 tiles of 64 rows of kUld floats).
+// ldk); Aqk (rows of ldq); U (VP / 32 tiles of 64 rows of 32 floats, u_index).
 __host__ __device__ constexpr int tc_key_block(int KP, int es) { return kC * tc_ld(KP, es) * es; }
 __host__ __device__ constexpr int tc_aq_block(int es) { return kC * tc_ld(kC, es) * es; }
-__host__ __device__ constexpr int tc_u_tile() { return kC * kUld * 4; }
+__host__ __device__ constexpr int tc_u_tile() { return kC * kVT * 4; }
 
 __host__ __device__ constexpr tc_layout tc_layout_for(int KP, int es)
 {
@@ -1167,7 +1175,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
 #pragma unroll
                     for (int e = 0; e < 4; e += 2) {
                         const int c = nb + acc_col(jt, e); // U tile c / 32, column c % 32
-                        store_pair(u + ((c / kVT) * kC + m0 + acc_row(e)) * kUld + c % kVT,
+                        store_pair(u + (c / kVT) * (kC * kVT) + u_index(m0 + acc_row(e), c % kVT),
                                    acc[jt][e], acc[jt][e + 1]);
                     }
             }
@@ -1657,7 +1665,7 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
                 for (int e = 0; e < 4; e += 2) {
                     const int r = 16 * mt + acc_row(e), c = 16 * nh + acc_col(jt, e);
                     const float2 u = m_cols ? make_float2(0.0f, 0.0f)
-                                            : *reinterpret_cast<const float2 *>(Us + r * kUld + c);
+                                            : *reinterpret_cast<const float2 *>(Us + u_index(r, c));
                     const float x = u.x - acc[jt][e], y = u.y - acc[jt][e + 1];
                     const float f = e == 0 ? ek0 : ek8;
                     store_pair(Vn + r * L.ldu + c, x, y);
@@ -1757,7 +1765,12 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
 
 constexpr int kWgThreads = 128; // one warpgroup
 constexpr int kWgCols = 64;     // value columns per warpgroup
-constexpr int kOutLd = kWgCols + 4; // the output tile's rows (f32; conflict-free stores)
+// Element (token r, value c) of the f32 output tile: rows of 64 swizzled like U's (u_index),
+// so that the accumulators' stores are conflict-free and the tile fits in U's place.
+__device__ __forceinline__ int out_index(int r, int c)
+{
+    return r * kWgCols + (c ^ (8 * ((r >> 1) & 3)));
+}
 constexpr int kWgUBytes = (kWgCols / kVT) * tc_u_tile(); // a warpgroup's U tiles in a stage
 
 // One stage of chunk_state_wg with NW warpgroups: byte offsets, every panel 1024-byte aligned.
@@ -1787,8 +1800,8 @@ __host__ __device__ constexpr wg_layout wg_layout_for(int KP, int NW)
     L.bytes = L.bar + 16 + 1024; // + the alignment of the dynamic area to 1024
     return L;
 }
-// The output tile (f32, or 16-bit rows of kWgCols + 8) in a warpgroup's U tiles.
-static_assert(kC * kOutLd * 4 <= kWgUBytes, "the output tile fits in U's place");
+static_assert(kC * kWgCols * 4 <= kWgUBytes && kC * (kWgCols + 8) * 2 <= kWgUBytes,
+              "the output tile (f32, or 16-bit rows of kWgCols + 8) fits in U's place");
 
 // Chunk ch's stage for chunk_state_wg (thread 0 only; ready when bar's phase completes): W,
 // W lo, K and the update's row factors always, U's 2 NW tiles of this block's columns from v0
@@ -1893,7 +1906,7 @@ __device__ __forceinline__ void store_out_wg(const gdn_tensor &out, unsigned cha
     const int vr = 16 * warp + (lane >> 2);
 #pragma unroll
     for (int i = 0; i < 32; i++)
-        t[(8 * (i >> 2) + 2 * (lane & 3) + (i & 1)) * kOutLd + vr + 8 * ((i >> 1) & 1)] = o[i];
+        t[out_index(8 * (i >> 2) + 2 * (lane & 3) + (i & 1), vr + 8 * ((i >> 1) & 1))] = o[i];
     fence_proxy_async();
     sync_warpgroup(wg);
     for (int i = tid; i < kC * kWgCols / 8; i += kWgThreads) {
@@ -1902,7 +1915,7 @@ __device__ __forceinline__ void store_out_wg(const gdn_tensor &out, unsigned cha
             continue;
         const int64_t at = tok_off(out, row, tok0 + c, hv) + v;
         for (int e = 0; e < 8 && v + e < V; e++)
-            st(out, at + e, t[c * kOutLd + x + e]);
+            st(out, at + e, t[out_index(c, x + e)]);
     }
 }
 
@@ -1998,10 +2011,15 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1) chunk_state_wg(const ck_arg
         // decays S while the products run (at one warpgroup per SM the step is a chain of
         // latencies)
         constexpr int NA = OUT ? 64 : 32;
-        const float *Us = reinterpret_cast<const float *>(stg + L.u + wg * kWgUBytes);
-        auto u_at = [&](int i) { // U^T's element i of the accumulator layout
-            const int v = vr + 8 * ((i >> 1) & 1), c = 8 * (i >> 2) + 2 * t + (i & 1);
-            return m_cols ? 0.0f : Us[((v >> 5) * kC + c) * kUld + (v & 31)];
+        // U^T's element i of the accumulator layout: value v = vr + 8 ((i / 2) % 2) (U's tile
+        // vr / 32 for both), chunk row c = 8 (i / 4) + 2t + i % 2, whose swizzle (c / 2) % 4 is
+        // t for every i: u_index(c, v) = u_index(2t, v) + 32 (c - 2t), offsets known at compile
+        // time from two per-thread pointers
+        const float *Us = reinterpret_cast<const float *>(stg + L.u + wg * kWgUBytes) +
+                          (vr >> 5) * (kC * kVT);
+        const float *U0 = Us + u_index(2 * t, vr & 31), *U8 = Us + u_index(2 * t, (vr + 8) & 31);
+        auto u_at = [&](int i) {
+            return m_cols ? 0.0f : ((i >> 1) & 1 ? U8 : U0)[kVT * (8 * (i >> 2) + (i & 1))];
         };
         float acc[NA];
 #pragma unroll
