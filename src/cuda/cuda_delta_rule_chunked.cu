@@ -24,7 +24,7 @@
 // bf16/f16 inputs run chunk_prep_tc and chunk_state_tc, the same steps built for speed: ldmatrix
 // operands, cp.async staging, the diagonal inverse blocks in registers, the state in registers.
 // On sm_90a the split calls' state pass is chunk_state_wg instead (warpgroup products, 64 value
-// columns a warpgroup, two warpgroups a block for K = V = 128; use_wg and wg_width say when).
+// columns a warpgroup, one or two warpgroups a block; use_wg and plan_state say when).
 // Their precision keeps in mind long memory (slow decay, T >> K), where the state predicts the
 // new values and V' = U - W S = T (beta v - beta e^G k S) is a small difference of large terms:
 // an operand rounded to 16 bits before that difference costs 2^-9 of the large terms, and the
@@ -173,7 +173,7 @@ struct ck_args {
     int64_t *seg_off;           // [N + 1] first segment slot of each sequence
     float *maps;                // [nslots, HV, KP, KP + VP] f32: a segment's [M | N]
     bool wg;                    // the state pass is chunk_state_wg (else chunk_state_tc)
-    int wgw;                    // chunk_state_wg's warpgroups per block (wg_width)
+    int nw_maps, nw_out;        // chunk_state_wg's warpgroups per block in each pass
     float *gl;                  // [nc, HV] exp(G_last)
     float *eg;                  // [nc, HV, 64] scale exp(G_i) (16-bit path: Q is stored unscaled)
     float *ek;                  // [nc, HV, 64] 16-bit path: exp(G_last - G_i) / ||k_i|| (Kd holds
@@ -2192,16 +2192,14 @@ bool use_wg(const gdn_delta_rule_problem *p)
     return (e && strcmp(e, "wgmma") == 0) || few_state_blocks(p);
 }
 
-// Warpgroups per chunk_state_wg block: 2 when K and V round up to 128, so that each head's M and
-// N have two 64-column tiles each (a block's pair shares its head, its segment and whether U
-// comes in) and the two warpgroups' stages fit the device's shared memory; else 1.
-// GDN_CUDA_WG_WIDTH=1 forces 1 (tests, comparisons).
-int wg_width(const gdn_delta_rule_problem *p)
+// The widths chunk_state_wg's blocks may have, in warpgroups: 2 when K and V round up to 128, so
+// that each head's M and N have two 64-column tiles each (a block's pair shares its head, its
+// segment and whether U comes in) and the two warpgroups' stages fit the device's shared memory;
+// else only 1. Two a block run about 1.25 times one's work per step (below), so they pay where
+// blocks would otherwise queue in waves, not where each SM would hold one block anyway.
+int wg_width_max(const gdn_delta_rule_problem *p)
 {
     if (round_up(p->K, 32) != 128 || round_up(p->V, 32) != 128)
-        return 1;
-    const char *e = getenv("GDN_CUDA_WG_WIDTH");
-    if (e && atoi(e) == 1)
         return 1;
     return max_shared_optin() >= wg_layout_for(128, 2).bytes ? 2 : 1;
 }
@@ -2209,43 +2207,82 @@ int wg_width(const gdn_delta_rule_problem *p)
 // Waves of `blocks` blocks at one block per SM.
 int64_t waves(int64_t blocks, int64_t sms) { return (blocks + sms - 1) / sms; }
 
-// Chunks per segment (sequence splitting, above chunk_state_tc). Split only 16-bit inputs, and
+// How a call's state pass runs: chunks per segment (at least every sequence's chunk count when
+// not split) and chunk_state_wg's warpgroups per block in the maps and the output pass.
+struct state_plan {
+    int64_t segc;
+    int nw_maps, nw_out;
+};
+
+// Step times (0.01 us) of the split kernels, from which plan_state models a call: per chunk step
+// of a block and wave of the maps and the output pass, per segment boundary of the stitch.
+// chunk_state_wg's are the H200's, fitted to the passes' times at T = 32768 and 131072, HV = 4
+// (docs/PERFORMANCE.md, twenty-first session): one warpgroup a block 1.47 and 2.25 us, two 2.24
+// and 3.6 us, the stitch 2.3 us. chunk_state_tc keeps the nineteenth session's ratios 2 : 4 : 3.
+struct step_costs {
+    int64_t maps, out;
+};
+constexpr step_costs kWgSteps[3] = {{0, 0}, {147, 225}, {224, 360}}; // by warpgroups a block
+constexpr int64_t kWgStitchStep = 230;
+constexpr step_costs kTcSteps = {200, 400};
+constexpr int64_t kTcStitchStep = 300;
+
+// The plan for a call (sequence splitting, above chunk_state_tc). Split only 16-bit inputs, and
 // only when few_state_blocks (the state pass runs one block per SM); then into the G segments
-// per sequence that minimise a model of the three split kernels' time, in maps-pass chunk steps:
-// the maps pass (KT + VT tiles of cols value columns per head, cols the state pass's tile width)
-// one per chunk of a segment and wave, the output pass (VT tiles) two, the stitch 1.5 per
-// segment boundary. The weights are the H200's measured step times (wgmma passes at T = 32768,
-// HV = 4: 1.67, 3.2 and 2.6 us; docs/PERFORMANCE.md, nineteenth session), of one-warpgroup
-// blocks; with two a block (wgw = 2, 128-column tiles) a sweep of the segment length found the
-// model's choice the fastest on the H200 rows (twenty-first session). Ties go to fewer
-// segments. GDN_CUDA_SEGMENT_CHUNKS=n forces n (testing and benchmarking). Returns at least
-// every sequence's chunk count when not splitting.
-int64_t segment_chunks(const gdn_delta_rule_problem *p, bool wg, int wgw)
+// per sequence, and with the warpgroups per block, that minimise the modelled time: per pass,
+// its step time x chunks per segment x waves of its blocks (the maps pass KT + VT tiles of cols
+// value columns per head and segment but the last, cols the block's width, the output pass VT
+// tiles), plus the stitch's step per segment boundary. Ties go to fewer segments and warpgroups.
+// GDN_CUDA_SEGMENT_CHUNKS=n forces n chunks a segment, GDN_CUDA_WG_WIDTH=n or m,o the
+// warpgroups per block of both passes or of the maps (m) and the output pass (o), where they
+// can run (testing and benchmarking).
+state_plan plan_state(const gdn_delta_rule_problem *p, bool wg)
 {
     const int64_t most = (p->T + kC - 1) / kC > 1 ? (p->T + kC - 1) / kC : 1;
-    if (elem_size(p->a.q.dtype) != 2)
-        return most;
-    const char *e = getenv("GDN_CUDA_SEGMENT_CHUNKS");
-    if (e && atoll(e) > 0)
-        return atoll(e) < most ? atoll(e) : most;
-    if (!few_state_blocks(p))
-        return most;
-    const int64_t cols = wg ? kWgCols * wgw : kVT, sms = device_sms();
-    const int64_t N = p->seqs.count, KT = round_up(p->K, cols) / cols;
-    const int64_t VT = round_up(p->V, cols) / cols;
-    const int64_t per_seq = p->seqs.cu_seqlens ? (most + N - 1) / N : most;
-    const int64_t heads = p->HV * N;
-    int64_t best = per_seq, best_cost = 0;
-    // below 4 chunks a segment the stitch costs more; past one segment per SM the output pass
-    // only gains waves
-    for (int64_t G = 2; G <= sms && (per_seq + G - 1) / G >= 4; G++) {
-        const int64_t segc = (per_seq + G - 1) / G;
-        const int64_t cost = 2 * segc * waves((G - 1) * (KT + VT) * heads, sms) +
-                             4 * segc * waves(G * VT * heads, sms) + 3 * (G - 1);
-        if (best == per_seq || cost < best_cost)
-            best = segc, best_cost = cost;
+    const int top = wg ? wg_width_max(p) : 1;
+    int lo_m = 1, hi_m = top, lo_o = 1, hi_o = top;
+    const char *ew = getenv("GDN_CUDA_WG_WIDTH");
+    int fm = 0, fo = 0;
+    if (ew && sscanf(ew, "%d,%d", &fm, &fo) >= 1) {
+        fo = fo ? fo : fm;
+        lo_m = hi_m = fm >= 1 && fm <= top ? fm : 1;
+        lo_o = hi_o = fo >= 1 && fo <= top ? fo : 1;
     }
-    return best < per_seq ? best : most;
+    const char *es = getenv("GDN_CUDA_SEGMENT_CHUNKS");
+    const int64_t forced = es && atoll(es) > 0 ? (atoll(es) < most ? atoll(es) : most) : 0;
+    const bool split = elem_size(p->a.q.dtype) == 2 && (forced || few_state_blocks(p));
+    const int64_t sms = device_sms(), N = p->seqs.count, heads = p->HV * N;
+    const int64_t per_seq = p->seqs.cu_seqlens ? (most + N - 1) / N : most;
+    auto tiles = [&](int64_t dim, int nw) {
+        const int64_t cols = wg ? kWgCols * nw : kVT;
+        return round_up(dim, cols) / cols;
+    };
+    state_plan best{most, lo_m, lo_o};
+    int64_t best_cost = -1;
+    auto consider = [&](int64_t segc, int64_t G) {
+        for (int m = lo_m; m <= hi_m; m++)
+            for (int o = lo_o; o <= hi_o; o++) {
+                const step_costs sm = wg ? kWgSteps[m] : kTcSteps, so = wg ? kWgSteps[o] : kTcSteps;
+                const int64_t maps = (G - 1) * (tiles(p->K, m) + tiles(p->V, m)) * heads;
+                const int64_t cost = sm.maps * segc * waves(maps, sms) +
+                                     so.out * segc * waves(G * tiles(p->V, o) * heads, sms) +
+                                     (wg ? kWgStitchStep : kTcStitchStep) * (G - 1);
+                if (best_cost < 0 || cost < best_cost)
+                    best = state_plan{segc, m, o}, best_cost = cost;
+            }
+    };
+    if (!split)
+        consider(most, 1);
+    else if (forced)
+        consider(forced, (per_seq + forced - 1) / forced);
+    else { // below 4 chunks a segment the stitch costs more; past one segment per SM the output
+           // pass only gains waves
+        for (int64_t G = 2; G <= sms && (per_seq + G - 1) / G >= 4; G++)
+            consider((per_seq + G - 1) / G, G);
+        if (best.segc >= per_seq) // (too short to split)
+            best.segc = most;
+    }
+    return best;
 }
 
 // Segment slots: one per sequence unsplit, else a bound without reading cu_seqlens.
@@ -2257,9 +2294,9 @@ int64_t segment_slots(const gdn_delta_rule_problem *p, int64_t segc)
 
 struct ws_layout {
     size_t off, gl, eg, ek, W, Wl, Qd, Kd, U, Aq, seg_off, maps, total;
-    int64_t segc, nslots;
+    state_plan plan;
+    int64_t nslots;
     bool wg; // the state pass is chunk_state_wg (use_wg), decided once for both
-    int wgw; // its warpgroups per block (wg_width)
 };
 
 ws_layout workspace_layout(const gdn_delta_rule_problem *p)
@@ -2287,9 +2324,8 @@ ws_layout workspace_layout(const gdn_delta_rule_problem *p)
     w.U = take(nch * ublk);
     w.Aq = take(nch * ablk);
     w.wg = use_wg(p);
-    w.wgw = w.wg ? wg_width(p) : 1;
-    w.segc = segment_chunks(p, w.wg, w.wgw);
-    w.nslots = segment_slots(p, w.segc);
+    w.plan = plan_state(p, w.wg);
+    w.nslots = segment_slots(p, w.plan.segc);
     w.seg_off = take((size_t)(p->seqs.count + 1) * sizeof(int64_t));
     const bool split = w.nslots > p->seqs.count;
     w.maps = take(split ? (size_t)(w.nslots * p->HV) * d.KP * (d.KP + d.VP) * sizeof(float) : 0);
@@ -2332,18 +2368,24 @@ void launch_stitch(const ck_args &k, cudaStream_t stream)
     }
 }
 
-// chunk_state_wg's passes with NW warpgroups a block: split calls' maps and stitch, then the
-// output pass.
-template <class P, int KP, int NW>
-void launch_state_wg(const ck_args &k, bool split, cudaStream_t stream)
+// One of chunk_state_wg's passes (OUT: the output pass, else the maps) with NW warpgroups a
+// block.
+template <class P, int KP, bool OUT, int NW>
+void launch_state_wg(const ck_args &k, cudaStream_t stream)
 {
     constexpr int bytes = wg_layout_for(KP, NW).bytes, cols = NW * kWgCols;
     const int64_t VT = k.d.VP / cols;
-    if (split) {
-        launch_wg(chunk_state_wg<P, KP, false, NW>, KP / cols + VT, NW, bytes, k, stream);
-        launch_stitch<KP>(k, stream);
-    }
-    launch_wg(chunk_state_wg<P, KP, true, NW>, VT, NW, bytes, k, stream);
+    launch_wg(chunk_state_wg<P, KP, OUT, NW>, (OUT ? 0 : KP / cols) + VT, NW, bytes, k, stream);
+}
+
+// The pass with k's warpgroups a block for it (two only for KP = 128, the only size given them).
+template <class P, int KP, bool OUT>
+void launch_state_wg(const ck_args &k, cudaStream_t stream)
+{
+    if constexpr (KP == 128)
+        if ((OUT ? k.nw_out : k.nw_maps) == 2)
+            return launch_state_wg<P, KP, OUT, 2>(k, stream);
+    launch_state_wg<P, KP, OUT, 1>(k, stream);
 }
 
 // The 16-bit kernels for K <= KP: the preparation, then the state pass (split calls first make
@@ -2359,12 +2401,11 @@ void launch_tc(const ck_args &k, cudaStream_t stream)
     const bool split = k.nslots > k.N;
     if constexpr (KP == 64 || KP == 128) {
         if (k.wg) {
-            if constexpr (KP == 128)
-                if (k.wgw == 2) {
-                    launch_state_wg<P, KP, 2>(k, split, stream);
-                    return;
-                }
-            launch_state_wg<P, KP, 1>(k, split, stream);
+            if (split) {
+                launch_state_wg<P, KP, false>(k, stream);
+                launch_stitch<KP>(k, stream);
+            }
+            launch_state_wg<P, KP, true>(k, stream);
             return;
         }
     }
@@ -2457,8 +2498,8 @@ extern "C" gdn_status cuda_delta_rule_chunked(gdn_context *ctx, const gdn_delta_
     k.ek = reinterpret_cast<float *>(base + w.ek);
     k.W = base + w.W, k.Wl = base + w.Wl, k.Qd = base + w.Qd, k.Kd = base + w.Kd;
     k.U = base + w.U, k.Aq = base + w.Aq;
-    k.segc = w.segc, k.nslots = w.nslots;
-    k.wg = w.wg, k.wgw = w.wgw;
+    k.segc = w.plan.segc, k.nslots = w.nslots;
+    k.wg = w.wg, k.nw_maps = w.plan.nw_maps, k.nw_out = w.plan.nw_out;
     k.seg_off = reinterpret_cast<int64_t *>(base + w.seg_off);
     k.maps = reinterpret_cast<float *>(base + w.maps);
     cudaStream_t stream = cuda_stream(ctx);
