@@ -154,8 +154,8 @@ static void test_chunked(rng *r)
  * through their maps. GDN_CUDA_SEGMENT_CHUNKS forces the segment length so that short problems
  * split too: one-chunk segments, segments not dividing the sequence, varlen sequences of one,
  * several and no segments, fresh and pool initial states; GDN_CUDA_STITCH_COLS forces each of the
- * stitch's block widths. Every fourth case has K = V = 128 (on sm_90a: the wgmma pass with two
- * warpgroups a block; GDN_CUDA_WG_WIDTH=1 makes it one). Against the reference and against the
+ * stitch's block widths. Every fourth case has K = V = 128, whose wgmma pass (sm_90a) can run two
+ * warpgroups a block (ctest's test_cuda_wg2 forces them). Against the reference and against the
  * unsplit chunked form. */
 static void test_chunked_split(rng *r)
 {
