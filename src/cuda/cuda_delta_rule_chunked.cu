@@ -1767,7 +1767,7 @@ constexpr int kWgThreads = 128; // one warpgroup
 constexpr int kWgCols = 64;     // value columns per warpgroup
 // Element (token r, value c) of the f32 output tile: rows of 64 swizzled like U's (u_index),
 // so that the accumulators' stores are conflict-free and the tile fits in U's place.
-__device__ __forceinline__ int out_index(int r, int c)
+[[maybe_unused]] __device__ __forceinline__ int out_index(int r, int c)
 {
     return r * kWgCols + (c ^ (8 * ((r >> 1) & 3)));
 }
@@ -1862,14 +1862,14 @@ __device__ __forceinline__ bool out_pairs_ok(const gdn_tensor &out, int v0, int 
 }
 
 // Warpgroup wg's threads only (named barrier 1 + wg; 0 is __syncthreads').
-__device__ __forceinline__ void sync_warpgroup(int wg)
+[[maybe_unused]] __device__ __forceinline__ void sync_warpgroup(int wg)
 {
     asm volatile("bar.sync %0, 128;\n" ::"r"(wg + 1) : "memory");
 }
 
 // Orders this thread's generic writes to shared memory before later bulk copies into it (the
 // output tile lies where a later stage's U arrives).
-__device__ __forceinline__ void fence_proxy_async()
+[[maybe_unused]] __device__ __forceinline__ void fence_proxy_async()
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
