@@ -73,7 +73,8 @@ __host__ __device__ constexpr int64_t round_up(int64_t x, int64_t m)
 // stages: each row's 8-float groups XOR-swizzled by (r / 2) % 4. The state passes and the
 // preparation touch U in accumulator layouts, a warp at once on 8 consecutive rows (pairs of
 // columns) or on 4 rows 2 apart (single columns), which the swizzle spreads over all 32 banks.
-// (Rows padded to 40 floats did that too, for 25% more bytes in a pass bound by them.)
+// (Rows padded to 40 floats did that too, for 25% more bytes; the passes took the same time
+// either way, H200, twenty-first session.)
 __host__ __device__ constexpr int u_index(int r, int c)
 {
     return r * kVT + (c ^ (8 * ((r >> 1) & 3)));
