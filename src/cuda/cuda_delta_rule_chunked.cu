@@ -75,10 +75,12 @@ __host__ __device__ constexpr int64_t round_up(int64_t x, int64_t m)
 // columns) or on 4 rows 2 apart (single columns), which the swizzle spreads over all 32 banks.
 // (Rows padded to 40 floats did that too, for 25% more bytes; the passes took the same time
 // either way, H200, twenty-first session.)
-__host__ __device__ constexpr int u_index(int r, int c)
+template <int ld> // row length (floats), a multiple of 32
+__host__ __device__ constexpr int swizzled_index(int r, int c)
 {
-    return r * kVT + (c ^ (8 * ((r >> 1) & 3)));
+    return r * ld + (c ^ (8 * ((r >> 1) & 3)));
 }
+__host__ __device__ constexpr int u_index(int r, int c) { return swizzled_index<kVT>(r, c); }
 
 struct tc_layout {
     int ldk, ldu, ldq;                                 // row strides (elements)
@@ -138,9 +140,7 @@ __host__ __device__ constexpr prep_tc_layout prep_tc_layout_for(int KP, int es)
     L.x = L.t + kC * L.ldf * 4;
     L.g = L.x + 32 * L.ldf * 4;
     L.b = L.g + kC * 4;
-    L.eg = L.b + kC * 4;
-    L.el = L.eg + kC * 4;
-    L.iq = L.el + kC * 4;
+    L.iq = L.b + kC * 4;
     L.ik = L.iq + kC * 4;
     L.sw = L.ik + kC * 4;
     L.v = L.sw + (int)round_up((kC + 2) * 4, 16);
@@ -697,8 +697,8 @@ __global__ void __launch_bounds__(kThreads) chunk_state(const ck_args p)
 //
 // chunk_prep for bf16/f16 inputs: 8 warps, q/k/v rows by 16-byte loads, the norms from shared
 // memory, every product by ldmatrix + mma, the 16 x 16 diagonal inverses by forward
-// substitution in registers (lane j carries column j) and the three block rows of the inverse
-// by split-tf32 products (f32 accuracy), per-token exponentials computed once.
+// substitution in registers (lane j carries column j), merged pairwise into 32 x 32 and 64 x 64
+// blocks by split-tf32 products (f32 accuracy), per-token exponentials computed once.
 
 constexpr int kPrepThreads = 256;
 
@@ -966,10 +966,11 @@ __device__ __forceinline__ void zero_upper_blocks(float *Tm, int ld)
     }
 }
 
-// Warps 0-3 only (named barrier 1): the other warps do other work meanwhile.
-__device__ __forceinline__ void sync_warps_0_3()
+// Warpgroup wg's threads only (warps 4 wg .. 4 wg + 3; named barrier 1 + wg, 0 being
+// __syncthreads'): the other warps do other work meanwhile.
+__device__ __forceinline__ void sync_warpgroup(int wg)
 {
-    asm volatile("bar.sync 1, 128;\n" ::: "memory");
+    asm volatile("bar.sync %0, 128;\n" ::"r"(wg + 1) : "memory");
 }
 
 // Chunk c's q and k tiles (rows of ld, 16-bit) to key head kh's Qd / Kd blocks in the state
@@ -1005,7 +1006,6 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
     float *Am = reinterpret_cast<float *>(smem + L.a), *Tm = reinterpret_cast<float *>(smem + L.t);
     float *Xs = reinterpret_cast<float *>(smem + L.x);
     float *Gs = reinterpret_cast<float *>(smem + L.g), *Bs = reinterpret_cast<float *>(smem + L.b);
-    float *Eg = reinterpret_cast<float *>(smem + L.eg), *El = reinterpret_cast<float *>(smem + L.el);
     // 1 / ||q_i||, 1 / ||k_i|| (1 without the in-kernel L2 norm). q and k stay the exact 16-bit
     // inputs and the norms scale the f32 results: rounding normalised rows to 16 bits would
     // cost q.k up to 2^-9 of |q||k|, much more than 2^-9 of q.k when the two are near orthogonal.
@@ -1050,10 +1050,15 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
         Gs[tid] += Gs[31];
     stage_inv_norms<P, KP>(Ks, Qs, L.ldk, a.qk_l2norm, Ik, Iq);
     __syncthreads();
-    if (tid < kC) {
-        Eg[tid] = expf(Gs[tid]);
-        El[tid] = expf(Gs[kC - 1] - Gs[tid]);
-        Sw[tid] = Bs[tid] * Eg[tid] * Ik[tid]; // W's row factors (they scale T's columns)
+    if (tid < kC) { // per token: W's row factors, and Q's and K's to the workspace (per value
+                    // head: scale e^G / ||q|| and e^(G_last - G) / ||k||; Q and K go out as they
+                    // came, during the inverse)
+        const float eg = expf(Gs[tid]);
+        Sw[tid] = Bs[tid] * eg * Ik[tid]; // (they scale T's columns)
+        p.eg[ch * kC + tid] = p.scale * eg * Iq[tid];
+        p.ek[ch * kC + tid] = expf(Gs[kC - 1] - Gs[tid]) * Ik[tid];
+        if (tid == 0)
+            p.gl[ch] = expf(Gs[kC - 1]);
         if constexpr (P::is_f16) { // their largest magnitude per warp, at Sw[64 + warp]
             const unsigned m = __reduce_max_sync(0xffffffffu, __float_as_uint(fabsf(Sw[tid])));
             if ((tid & 31) == 0)
@@ -1089,7 +1094,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
                 }
             __syncwarp(); // the diagonal block reads only this warp's rows of A
             inverse_diag_block(Am, Tm, L.ldf, warp);
-            sync_warps_0_3();
+            sync_warpgroup(0); // warps 0-3
             inverse_merge16(Am, Tm, L.ldf, scratch);
         } else {
             constexpr int ldq = tc_ld(kC, sizeof(E));
@@ -1182,15 +1187,6 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
             }
         }
     }
-    { // Q's and K's factors scale e^G / ||q|| and e^(G_last - G) / ||k|| to eg and ek, per value
-      // head (Q and K themselves went out during the inverse)
-        if (tid < kC) {
-            p.eg[ch * kC + tid] = p.scale * Eg[tid] * Iq[tid];
-            p.ek[ch * kC + tid] = El[tid] * Ik[tid];
-        }
-        if (tid == 0)
-            p.gl[ch] = expf(Gs[kC - 1]);
-    }
 }
 
 // ---- the state pass on 16-bit tensor cores -------------------------------------------------
@@ -1258,14 +1254,22 @@ constexpr bool kBulkStage = false;
 #endif
 }
 
+// Orders this thread's accesses to shared memory before later bulk copies into it (the generic
+// and the async proxy).
+[[maybe_unused]] __device__ __forceinline__ void fence_proxy_async()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
 // Arrives on bar, expecting `bytes` of bulk copies before its phase completes. The proxy fence
 // orders the block's earlier reads of the stage (ordered by a barrier) before the copies' writes.
 [[maybe_unused]] __device__ __forceinline__ void mbar_expect(unsigned bar, unsigned bytes)
 {
+    fence_proxy_async();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("fence.proxy.async.shared::cta;\n"
-                 "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
-                 "r"(bytes)
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
                  : "memory");
 #endif
 }
@@ -1766,12 +1770,6 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
 
 constexpr int kWgThreads = 128; // one warpgroup
 constexpr int kWgCols = 64;     // value columns per warpgroup
-// Element (token r, value c) of the f32 output tile: rows of 64 swizzled like U's (u_index),
-// so that the accumulators' stores are conflict-free and the tile fits in U's place.
-[[maybe_unused]] __device__ __forceinline__ int out_index(int r, int c)
-{
-    return r * kWgCols + (c ^ (8 * ((r >> 1) & 3)));
-}
 constexpr int kWgUBytes = (kWgCols / kVT) * tc_u_tile(); // a warpgroup's U tiles in a stage
 
 // One stage of chunk_state_wg with NW warpgroups: byte offsets, every panel 1024-byte aligned.
@@ -1862,21 +1860,6 @@ __device__ __forceinline__ bool out_pairs_ok(const gdn_tensor &out, int v0, int 
            out.stride[1] % 8 == 0 && out.stride[2] % 8 == 0;
 }
 
-// Warpgroup wg's threads only (named barrier 1 + wg; 0 is __syncthreads').
-[[maybe_unused]] __device__ __forceinline__ void sync_warpgroup(int wg)
-{
-    asm volatile("bar.sync %0, 128;\n" ::"r"(wg + 1) : "memory");
-}
-
-// Orders this thread's generic writes to shared memory before later bulk copies into it (the
-// output tile lies where a later stage's U arrives).
-[[maybe_unused]] __device__ __forceinline__ void fence_proxy_async()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-#endif
-}
-
 // Warpgroup wg's output tile (O^T in registers, 64 value rows x 64 tokens) to `out`, through
 // shared memory (`tile`, the warpgroup's U tiles: every thread of the warpgroup has read them)
 // so that each token's 64 values leave as whole 16-byte pieces: as 16-bit pairs, transposed by
@@ -1903,11 +1886,12 @@ __device__ __forceinline__ void store_out_wg(const gdn_tensor &out, unsigned cha
         copy_out_pairs<E, ld>(out, tile, row, tok0, hv, v0, len);
         return;
     }
-    float *t = reinterpret_cast<float *>(tile);
+    float *t = reinterpret_cast<float *>(tile); // rows of 64 swizzled like U's: conflict-free
     const int vr = 16 * warp + (lane >> 2);
 #pragma unroll
     for (int i = 0; i < 32; i++)
-        t[out_index(8 * (i >> 2) + 2 * (lane & 3) + (i & 1), vr + 8 * ((i >> 1) & 1))] = o[i];
+        t[swizzled_index<kWgCols>(8 * (i >> 2) + 2 * (lane & 3) + (i & 1),
+                                  vr + 8 * ((i >> 1) & 1))] = o[i];
     fence_proxy_async();
     sync_warpgroup(wg);
     for (int i = tid; i < kC * kWgCols / 8; i += kWgThreads) {
@@ -1916,17 +1900,19 @@ __device__ __forceinline__ void store_out_wg(const gdn_tensor &out, unsigned cha
             continue;
         const int64_t at = tok_off(out, row, tok0 + c, hv) + v;
         for (int e = 0; e < 8 && v + e < V; e++)
-            st(out, at + e, t[out_index(c, x + e)]);
+            st(out, at + e, t[swizzled_index<kWgCols>(c, x + e)]);
     }
 }
 
 // The state pass over one segment of one sequence for NW x 64 value columns of one head, 64 a
 // warpgroup; OUT and the maps pass as in chunk_state_tc (the maps pass's tiles run over the
-// K + V columns of [M | N]). With NW = 2 the host makes the tiles of M and of N an even count
-// per head, so a block's two tiles are both of M or both of N.
+// K + V columns of [M | N]). NW = 2 runs only for KP = VP = 128 (wg_width_max), where M and N
+// have two tiles each: a block's two tiles are both of M or both of N, of one head and segment
+// (so both warpgroups return together below), and their U tiles are adjacent.
 template <class P, int KP, bool OUT, int NW>
 __global__ void __launch_bounds__(NW *kWgThreads, 1) chunk_state_wg(const ck_args p)
 {
+    static_assert(NW == 1 || (NW == 2 && KP == 128), "two warpgroups only for K = V = 128");
 #ifdef GDN_WGMMA
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     constexpr wg_layout L = wg_layout_for(KP, NW);
@@ -2234,9 +2220,9 @@ constexpr int64_t kTcStitchStep = 300;
 // its step time x chunks per segment x waves of its blocks (the maps pass KT + VT tiles of cols
 // value columns per head and segment but the last, cols the block's width, the output pass VT
 // tiles), plus the stitch's step per segment boundary. Ties go to fewer segments and warpgroups.
-// GDN_CUDA_SEGMENT_CHUNKS=n forces n chunks a segment, GDN_CUDA_WG_WIDTH=n or m,o the
-// warpgroups per block of both passes or of the maps (m) and the output pass (o), where they
-// can run (testing and benchmarking).
+// Unsplit calls run one warpgroup a block. GDN_CUDA_SEGMENT_CHUNKS=n forces n chunks a segment,
+// GDN_CUDA_WG_WIDTH=n or m,o the warpgroups per block of both passes or of the maps (m) and the
+// output pass (o); a width that cannot run is ignored (testing and benchmarking).
 state_plan plan_state(const gdn_delta_rule_problem *p, bool wg)
 {
     const int64_t most = (p->T + kC - 1) / kC > 1 ? (p->T + kC - 1) / kC : 1;
@@ -2244,15 +2230,19 @@ state_plan plan_state(const gdn_delta_rule_problem *p, bool wg)
     int lo_m = 1, hi_m = top, lo_o = 1, hi_o = top;
     const char *ew = getenv("GDN_CUDA_WG_WIDTH");
     int fm = 0, fo = 0;
-    if (ew && sscanf(ew, "%d,%d", &fm, &fo) >= 1) {
-        fo = fo ? fo : fm;
-        lo_m = hi_m = fm >= 1 && fm <= top ? fm : 1;
-        lo_o = hi_o = fo >= 1 && fo <= top ? fo : 1;
-    }
+    const int nf = ew ? sscanf(ew, "%d,%d", &fm, &fo) : 0;
+    fo = nf == 1 ? fm : fo;
+    if (nf >= 1 && fm >= 1 && fm <= top)
+        lo_m = hi_m = fm;
+    if (nf >= 1 && fo >= 1 && fo <= top)
+        lo_o = hi_o = fo;
     const char *es = getenv("GDN_CUDA_SEGMENT_CHUNKS");
-    const int64_t forced = es && atoll(es) > 0 ? (atoll(es) < most ? atoll(es) : most) : 0;
+    const int64_t asked = es ? atoll(es) : 0, forced = asked > 0 ? (asked < most ? asked : most) : 0;
     const bool split = elem_size(p->a.q.dtype) == 2 && (forced || few_state_blocks(p));
-    const int64_t sms = device_sms(), N = p->seqs.count, heads = p->HV * N;
+    if (!split)
+        return state_plan{most, lo_m == hi_m ? lo_m : 1, lo_o == hi_o ? lo_o : 1};
+    const int64_t sms = device_sms() > 0 ? device_sms() : 1, N = p->seqs.count;
+    const int64_t heads = p->HV * N;
     const int64_t per_seq = p->seqs.cu_seqlens ? (most + N - 1) / N : most;
     auto tiles = [&](int64_t dim, int nw) {
         const int64_t cols = wg ? kWgCols * nw : kVT;
@@ -2272,17 +2262,12 @@ state_plan plan_state(const gdn_delta_rule_problem *p, bool wg)
                     best = state_plan{segc, m, o}, best_cost = cost;
             }
     };
-    if (!split)
-        consider(most, 1);
-    else if (forced)
+    if (forced)
         consider(forced, (per_seq + forced - 1) / forced);
-    else { // below 4 chunks a segment the stitch costs more; past one segment per SM the output
-           // pass only gains waves
+    else // below 4 chunks a segment the stitch costs more; past one segment per SM the output
+         // pass only gains waves (no G at all: too short to split, best stays unsplit)
         for (int64_t G = 2; G <= sms && (per_seq + G - 1) / G >= 4; G++)
             consider((per_seq + G - 1) / G, G);
-        if (best.segc >= per_seq) // (too short to split)
-            best.segc = most;
-    }
     return best;
 }
 
@@ -2334,14 +2319,6 @@ ws_layout workspace_layout(const gdn_delta_rule_problem *p)
     return w;
 }
 
-// chunk_state_wg: `blocks` blocks of nw warpgroups per (head, segment slot).
-void launch_wg(void (*kernel)(ck_args), int64_t blocks, int nw, int bytes, const ck_args &k,
-               cudaStream_t stream)
-{
-    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-    kernel<<<(unsigned)(blocks * k.HV * k.nslots), nw * kWgThreads, bytes, stream>>>(k);
-}
-
 template <int C, int KP>
 void launch_stitch_cols(const ck_args &k, cudaStream_t stream)
 {
@@ -2370,23 +2347,16 @@ void launch_stitch(const ck_args &k, cudaStream_t stream)
 }
 
 // One of chunk_state_wg's passes (OUT: the output pass, else the maps) with NW warpgroups a
-// block.
+// block: a block per NW x 64 columns of [M | N] (maps) or of V, head and segment slot.
 template <class P, int KP, bool OUT, int NW>
 void launch_state_wg(const ck_args &k, cudaStream_t stream)
 {
     constexpr int bytes = wg_layout_for(KP, NW).bytes, cols = NW * kWgCols;
-    const int64_t VT = k.d.VP / cols;
-    launch_wg(chunk_state_wg<P, KP, OUT, NW>, (OUT ? 0 : KP / cols) + VT, NW, bytes, k, stream);
-}
-
-// The pass with k's warpgroups a block for it (two only for KP = 128, the only size given them).
-template <class P, int KP, bool OUT>
-void launch_state_wg(const ck_args &k, cudaStream_t stream)
-{
-    if constexpr (KP == 128)
-        if ((OUT ? k.nw_out : k.nw_maps) == 2)
-            return launch_state_wg<P, KP, OUT, 2>(k, stream);
-    launch_state_wg<P, KP, OUT, 1>(k, stream);
+    const int64_t tiles = (OUT ? 0 : KP / cols) + k.d.VP / cols;
+    cudaFuncSetAttribute(chunk_state_wg<P, KP, OUT, NW>,
+                         cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    chunk_state_wg<P, KP, OUT, NW><<<(unsigned)(tiles * k.HV * k.nslots), NW * kWgThreads, bytes,
+                                     stream>>>(k);
 }
 
 // The 16-bit kernels for K <= KP: the preparation, then the state pass (split calls first make
@@ -2401,12 +2371,19 @@ void launch_tc(const ck_args &k, cudaStream_t stream)
                                k.d.prep_tc_bytes, stream>>>(k);
     const bool split = k.nslots > k.N;
     if constexpr (KP == 64 || KP == 128) {
-        if (k.wg) {
+        if (k.wg) { // two warpgroups a block only for KP = 128 (plan_state)
+            constexpr int nw2 = KP == 128 ? 2 : 1;
             if (split) {
-                launch_state_wg<P, KP, false>(k, stream);
+                if (k.nw_maps == 2)
+                    launch_state_wg<P, KP, false, nw2>(k, stream);
+                else
+                    launch_state_wg<P, KP, false, 1>(k, stream);
                 launch_stitch<KP>(k, stream);
             }
-            launch_state_wg<P, KP, true>(k, stream);
+            if (k.nw_out == 2)
+                launch_state_wg<P, KP, true, nw2>(k, stream);
+            else
+                launch_state_wg<P, KP, true, 1>(k, stream);
             return;
         }
     }

@@ -44,15 +44,6 @@ __device__ __forceinline__ void wg_fence()
 #endif
 }
 
-// Closes the group of wgmma issued so far and waits until none is in flight.
-__device__ __forceinline__ void wg_commit_wait()
-{
-#ifdef GDN_WGMMA
-    asm volatile("wgmma.commit_group.sync.aligned;\n"
-                 "wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-#endif
-}
-
 // Closes the group of wgmma issued so far; the warpgroup goes on while it runs (wg_wait_all).
 // Its accumulators must then be held by wg_hold before the close and after the wait.
 __device__ __forceinline__ void wg_commit()
@@ -70,9 +61,16 @@ __device__ __forceinline__ void wg_wait_all()
 #endif
 }
 
-// Pins n accumulators in their registers at this point of the program: the compiler may not
-// read, move or spill them across it, which it would otherwise be free to do while a committed
-// group still writes them.
+// Closes the group of wgmma issued so far and waits until none is in flight.
+__device__ __forceinline__ void wg_commit_wait()
+{
+    wg_commit();
+    wg_wait_all();
+}
+
+// Makes n accumulators read and rewritten at this point of the program, so that the compiler
+// moves none of their uses across it (while a committed group still writes them, a use moved
+// past the wait would see the old value).
 template <int n>
 __device__ __forceinline__ void wg_hold(float *d)
 {
