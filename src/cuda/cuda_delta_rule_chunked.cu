@@ -1,9 +1,10 @@
 // The chunked WY form of the gated delta rule on CUDA (prefill), on tensor cores.
 //
 // Three launches, all stream-ordered, no host synchronization:
-//   1. chunk_offsets: one block turns the sequence lengths (cu_seqlens on the device, or the
-//      equal-length T) into each sequence's first chunk, so the other kernels find their chunk
-//      without the host ever reading cu_seqlens.
+//   1. chunk_offsets: one block turns the sequence lengths (cu_seqlens on the device, or state
+//      slots that skip sequences) into each sequence's first chunk, so the other kernels find
+//      their chunk without the host ever reading cu_seqlens. Equal-length sequences that all run
+//      skip it: their first chunks are multiples of T's (chunk_first).
 //   2. chunk_prep, one block per (chunk, value head), all chunks in parallel: gates and their
 //      cumulative sum G, L2-normalised q and k, A = diag(beta) (K K^T * exp(G_i - G_j)) strictly
 //      lower, its exact inverse T = (I + A)^-1 (16 x 16 diagonal blocks by forward substitution,
@@ -166,6 +167,11 @@ struct ck_args {
     float scale;
     bool has_state;
     ck_dims d;
+    // Without cu_seqlens and state_slots every sequence has T tokens and runs: its first chunk
+    // and segment slot are n times seq_chunks and seq_slots, and chunk_offsets is skipped. Else
+    // they come from the tables chunk_offsets builds (read them through chunk_first, slot_first).
+    bool uniform;
+    int64_t seq_chunks, seq_slots;
     int64_t *chunk_off;         // [N + 1] first chunk of each sequence
     // Segments (chunk_state_tc): each sequence's chunks in runs of segc that run in parallel,
     // stitched through their maps (see "sequence splitting" below). segc >= every sequence's
@@ -301,6 +307,28 @@ __device__ int64_t sequence_of_chunk(const int64_t *off, int64_t N, int64_t c)
     return lo;
 }
 
+// Sequence n's first chunk (n = N: the chunks of all) and first segment slot.
+__device__ __forceinline__ int64_t chunk_first(const ck_args &p, int64_t n)
+{
+    return p.uniform ? n * p.seq_chunks : p.chunk_off[n];
+}
+
+__device__ __forceinline__ int64_t slot_first(const ck_args &p, int64_t n)
+{
+    return p.uniform ? n * p.seq_slots : p.seg_off[n];
+}
+
+// The sequences chunk c and segment slot `slot` belong to.
+__device__ __forceinline__ int64_t sequence_at_chunk(const ck_args &p, int64_t c)
+{
+    return p.uniform ? c / p.seq_chunks : sequence_of_chunk(p.chunk_off, p.N, c);
+}
+
+__device__ __forceinline__ int64_t sequence_at_slot(const ck_args &p, int64_t slot)
+{
+    return p.uniform ? slot / p.seq_slots : sequence_of_chunk(p.seg_off, p.N, slot);
+}
+
 __device__ __forceinline__ int64_t tok_off(const gdn_tensor &t, int64_t row, int64_t tok,
                                            int64_t head)
 {
@@ -341,9 +369,9 @@ __device__ __forceinline__ int64_t key_head_of(const ck_args &p, int64_t hv)
 __device__ __forceinline__ bool chunk_task_for(const ck_args &p, int64_t c, int64_t hv,
                                                chunk_task &t)
 {
-    if (c >= p.chunk_off[p.N])
+    if (c >= chunk_first(p, p.N))
         return false;
-    const int64_t n = sequence_of_chunk(p.chunk_off, p.N, c), j = c - p.chunk_off[n];
+    const int64_t n = sequence_at_chunk(p, c), j = c - chunk_first(p, n);
     t.s = seq_span(p.a.cu_seqlens, p.T, n);
     t.t0 = t.s.t0 + kC * j;
     t.len = (int)(t.s.len - kC * j < kC ? t.s.len - kC * j : kC);
@@ -610,7 +638,7 @@ __global__ void __launch_bounds__(kThreads) chunk_state(const ck_args p)
         Ss[r * d.lds + cc] = x;
     }
     const seq_info s = seq_span(a.cu_seqlens, p.T, n);
-    const int64_t first = p.chunk_off[n], nch = p.chunk_off[n + 1] - first;
+    const int64_t first = chunk_first(p, n), nch = chunk_first(p, n + 1) - first;
     const int m0 = 16 * warp;
     for (int64_t j = 0; j < nch; j++) {
         const int64_t ch = (first + j) * p.HV + hv, tok0 = s.t0 + kC * j;
@@ -1407,12 +1435,6 @@ __device__ __forceinline__ void store_state_split(typename P::st *Sh, typename P
 // Each pass has (segments x heads x tiles) blocks in parallel, against (heads x tiles) unsplit.
 // chunk_state_wg (sm_90a) runs both passes the same way with 64-column tiles.
 
-// Segment slot -> sequence: the last n with seg_off[n] <= slot.
-__device__ __forceinline__ int64_t sequence_of_slot(const ck_args &p, int64_t slot)
-{
-    return sequence_of_chunk(p.seg_off, p.N, slot);
-}
-
 // Segment j > 0 of a split sequence starts from the state the stitch left in the N part of its
 // predecessor's map (stitch_starts): row k, column v of value head hv.
 __device__ __forceinline__ float stitched_start(const ck_args &p, int64_t slot, int64_t hv, int k,
@@ -1463,7 +1485,7 @@ __global__ void __launch_bounds__(kStitchThreads) stitch_starts(const ck_args p)
     const int64_t tiles = VP / C, n = blockIdx.x / (tiles * p.HV);
     const int64_t hv = blockIdx.x / tiles % p.HV;
     const int v0 = (int)(blockIdx.x % tiles) * C;
-    const int64_t slot0 = p.seg_off[n], count = p.seg_off[n + 1] - slot0;
+    const int64_t slot0 = slot_first(p, n), count = slot_first(p, n + 1) - slot0;
     float *state;
     bool init;
     if (count < 2 || !sequence_state(p, n, hv, state, init))
@@ -1540,10 +1562,10 @@ __device__ __forceinline__ bool state_block_for(const ck_args &p, int64_t id, in
     const int64_t ntiles = (OUT ? 0 : KP / cols) + p.d.VP / cols;
     b.tile = (int)(id % ntiles);
     b.hv = (id / ntiles) % p.HV, b.slot = id / (ntiles * p.HV);
-    if (b.slot >= p.seg_off[p.N])
+    if (b.slot >= slot_first(p, p.N))
         return false;
-    b.n = sequence_of_slot(p, b.slot), b.seg = b.slot - p.seg_off[b.n];
-    b.last_seg = b.slot + 1 == p.seg_off[b.n + 1];
+    b.n = sequence_at_slot(p, b.slot), b.seg = b.slot - slot_first(p, b.n);
+    b.last_seg = b.slot + 1 == slot_first(p, b.n + 1);
     if (!OUT && b.last_seg)
         return false;
     b.m_cols = !OUT && b.tile < KP / cols;
@@ -1601,8 +1623,8 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
     if (owns)
         store_state_split<KP, P>(Sh, Sl, L.ldu, S);
     const seq_info s = seq_span(a.cu_seqlens, p.T, n);
-    const int64_t all = p.chunk_off[n + 1] - p.chunk_off[n];
-    const int64_t c0 = seg * p.segc, first = p.chunk_off[n] + c0;
+    const int64_t all = chunk_first(p, n + 1) - chunk_first(p, n);
+    const int64_t c0 = seg * p.segc, first = chunk_first(p, n) + c0;
     const int64_t nch = all - c0 < p.segc ? all - c0 : p.segc;
     const int frow = 16 * mt + acc_row(0); // this thread's first row of V' and O
     // stage i's mbarrier (bulk staging): its phase n completes when chunk 2n + i has landed
@@ -1949,8 +1971,8 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1) chunk_state_wg(const ck_arg
                        : 0.0f;
     }
     const seq_info s = seq_span(a.cu_seqlens, p.T, n);
-    const int64_t all = p.chunk_off[n + 1] - p.chunk_off[n];
-    const int64_t c0 = seg * p.segc, first = p.chunk_off[n] + c0;
+    const int64_t all = chunk_first(p, n + 1) - chunk_first(p, n);
+    const int64_t c0 = seg * p.segc, first = chunk_first(p, n) + c0;
     const int64_t nch = all - c0 < p.segc ? all - c0 : p.segc;
     const unsigned bar0 = sbase + L.bar; // the two stages' barriers
     const int64_t kh = key_head_of(p, hv);
@@ -2404,7 +2426,8 @@ void launch_tc(const ck_args &k, cudaStream_t stream)
 template <class P>
 gdn_status launch_chunked(gdn_context *ctx, ck_args &k, cudaStream_t stream)
 {
-    chunk_offsets<<<1, 1024, 0, stream>>>(k);
+    if (!k.uniform)
+        chunk_offsets<<<1, 1024, 0, stream>>>(k);
     const dim3 chunks((unsigned)k.nc, (unsigned)k.HV);
     if constexpr (P::KS == 16) {
         switch (k.d.KP) {
@@ -2479,6 +2502,10 @@ extern "C" gdn_status cuda_delta_rule_chunked(gdn_context *ctx, const gdn_delta_
     k.segc = w.plan.segc, k.nslots = w.nslots;
     k.wg = w.wg, k.nw_maps = w.plan.nw_maps, k.nw_out = w.plan.nw_out;
     k.seg_off = reinterpret_cast<int64_t *>(base + w.seg_off);
+    // every sequence T tokens long and run (no slot of -1, none past the pool)
+    k.uniform = !p->a.cu_seqlens.data && (!p->has_state || (!p->a.state_slots.data && k.S >= k.N));
+    k.seq_chunks = (k.T + kC - 1) / kC;
+    k.seq_slots = k.seq_chunks > 0 ? (k.seq_chunks + k.segc - 1) / k.segc : 1;
     k.maps = reinterpret_cast<float *>(base + w.maps);
     cudaStream_t stream = cuda_stream(ctx);
     switch (p->a.q.dtype) {
