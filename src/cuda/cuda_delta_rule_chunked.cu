@@ -1,6 +1,6 @@
 // The chunked WY form of the gated delta rule on CUDA (prefill), on tensor cores.
 //
-// Three launches, all stream-ordered, no host synchronization:
+// Two to five launches, all stream-ordered, no host synchronization:
 //   1. chunk_offsets: one block turns the sequence lengths (cu_seqlens on the device, or state
 //      slots that skip sequences) into each sequence's first chunk, so the other kernels find
 //      their chunk without the host ever reading cu_seqlens. Equal-length sequences that all run
