@@ -121,13 +121,13 @@ __host__ __device__ constexpr tc_layout tc_layout_for(int KP, int es)
 
 // chunk_prep_tc's shared memory for K <= KP and a 16-bit type of es bytes: q and k tiles (rows of
 // ldk); f32 A, T and block-row scratch (row stride ldf, even so that pairs load 8 bytes at a
-// time); per-token G, beta, their exponentials, the norms and W's row factors; then the v tile,
+// time); per-token G, beta, the norms and W's row factors; then the v tile,
 // whose size alone depends on V. A compile-time constant in the kernel, like tc_layout: the
 // offsets as kernel parameters were read from the constant bank at each use, and those reads
 // stalled (Nsight Compute: 13% of the kernel's stall samples on ULDC/LDC, T = 8192, HV = 32).
 struct prep_tc_layout {
     int ldk, ldf;                                          // row strides (elements)
-    int k, q, a, t, x, g, b, eg, el, iq, ik, sw, v;        // byte offsets
+    int k, q, a, t, x, g, b, iq, ik, sw, v;                // byte offsets
 };
 
 __host__ __device__ constexpr prep_tc_layout prep_tc_layout_for(int KP, int es)
@@ -237,11 +237,17 @@ __device__ int64_t chunks_of(const ck_args &p, int64_t n)
     return len > 0 ? (len + kC - 1) / kC : 0;
 }
 
+// Segments of a sequence of `chunks` chunks in runs of segc (at least one: an empty sequence
+// still carries its state through).
+__host__ __device__ constexpr int64_t segments_for(int64_t chunks, int64_t segc)
+{
+    return chunks > 0 ? (chunks + segc - 1) / segc : 1;
+}
+
 // Segments of sequence n once chunk_off is known.
 __device__ int64_t segments_of(const ck_args &p, int64_t n)
 {
-    const int64_t c = p.chunk_off[n + 1] - p.chunk_off[n];
-    return c > 0 ? (c + p.segc - 1) / p.segc : 1;
+    return segments_for(p.chunk_off[n + 1] - p.chunk_off[n], p.segc);
 }
 
 // chunk_off[n] = chunks of the sequences before n, clamped to the workspace's nc; seg_off[n] the
@@ -1095,6 +1101,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
     }
     // Each warp's 1 KiB of the scratch Xs (the first merge's X tile, the 16-byte stores' staging).
     float *scratch = Xs + 256 * warp;
+    static_assert(32 * L.ldf * 4 >= kPrepThreads / 32 * 1024, "Xs holds 1 KiB a warp");
     { // A = diag(beta) (K K^T * decay) strictly lower and the inverse's first steps (warps 0-3),
       // while warps 4-7 make Aqk
         const int m0 = 16 * (warp & 3);
@@ -2262,7 +2269,7 @@ state_plan plan_state(const gdn_delta_rule_problem *p, bool wg)
     const int64_t asked = es ? atoll(es) : 0, forced = asked > 0 ? (asked < most ? asked : most) : 0;
     const bool split = elem_size(p->a.q.dtype) == 2 && (forced || few_state_blocks(p));
     if (!split)
-        return state_plan{most, lo_m == hi_m ? lo_m : 1, lo_o == hi_o ? lo_o : 1};
+        return state_plan{most, lo_m, lo_o}; // (1 unless forced)
     const int64_t sms = device_sms() > 0 ? device_sms() : 1, N = p->seqs.count;
     const int64_t heads = p->HV * N;
     const int64_t per_seq = p->seqs.cu_seqlens ? (most + N - 1) / N : most;
@@ -2393,16 +2400,17 @@ void launch_tc(const ck_args &k, cudaStream_t stream)
                                k.d.prep_tc_bytes, stream>>>(k);
     const bool split = k.nslots > k.N;
     if constexpr (KP == 64 || KP == 128) {
-        if (k.wg) { // two warpgroups a block only for KP = 128 (plan_state)
+        if (k.wg) { // two warpgroups a block only for KP = VP = 128 (plan_state): a block's two
+                    // tiles must be one head's
             constexpr int nw2 = KP == 128 ? 2 : 1;
             if (split) {
-                if (k.nw_maps == 2)
+                if (k.nw_maps == 2 && k.d.VP == nw2 * kWgCols)
                     launch_state_wg<P, KP, false, nw2>(k, stream);
                 else
                     launch_state_wg<P, KP, false, 1>(k, stream);
                 launch_stitch<KP>(k, stream);
             }
-            if (k.nw_out == 2)
+            if (k.nw_out == 2 && k.d.VP == nw2 * kWgCols)
                 launch_state_wg<P, KP, true, nw2>(k, stream);
             else
                 launch_state_wg<P, KP, true, 1>(k, stream);
@@ -2502,10 +2510,11 @@ extern "C" gdn_status cuda_delta_rule_chunked(gdn_context *ctx, const gdn_delta_
     k.segc = w.plan.segc, k.nslots = w.nslots;
     k.wg = w.wg, k.nw_maps = w.plan.nw_maps, k.nw_out = w.plan.nw_out;
     k.seg_off = reinterpret_cast<int64_t *>(base + w.seg_off);
-    // every sequence T tokens long and run (no slot of -1, none past the pool)
-    k.uniform = !p->a.cu_seqlens.data && (!p->has_state || (!p->a.state_slots.data && k.S >= k.N));
+    // every sequence T tokens long and run: no cu_seqlens, no slots (validation then holds the
+    // pool to a slot per sequence); nc is then exactly N x seq_chunks (chunk_bound)
+    k.uniform = !p->seqs.cu_seqlens && !p->seqs.slots;
     k.seq_chunks = (k.T + kC - 1) / kC;
-    k.seq_slots = k.seq_chunks > 0 ? (k.seq_chunks + k.segc - 1) / k.segc : 1;
+    k.seq_slots = segments_for(k.seq_chunks, k.segc);
     k.maps = reinterpret_cast<float *>(base + w.maps);
     cudaStream_t stream = cuda_stream(ctx);
     switch (p->a.q.dtype) {
