@@ -1,8 +1,9 @@
 /* The CUDA backend against the reference, on a GPU (skipped, exit 77, without one):
  *   - the recurrent delta rule on random problems with odd sizes (odd N, T from 1 to 37, varlen
  *     with empty and one-token sequences, K up to 256, both layouts, both GVA conventions,
- *     in-kernel L2 norm and gating, f32/bf16/f16 inputs, padded slots), outputs poisoned before
- *     each run, skipped rows and unnamed pool slots checked untouched;
+ *     in-kernel L2 norm and gating, f32/bf16/f16 inputs, pools with and without slots, padded
+ *     slots), outputs poisoned before each run, skipped rows and unnamed pool slots checked
+ *     untouched;
  *   - the chunked form (tensor cores) against the reference and against the recurrent kernel:
  *     T below, at and past the chunk and not a multiple of it, varlen with empty and one-token
  *     sequences, the same options drawn at random; f32 inputs to 1e-5, bf16/f16 inputs to 5e-3;
@@ -154,9 +155,9 @@ static void test_chunked(rng *r)
  * through their maps. GDN_CUDA_SEGMENT_CHUNKS forces the segment length so that short problems
  * split too: one-chunk segments, segments not dividing the sequence, varlen sequences of one,
  * several and no segments, fresh and pool initial states; GDN_CUDA_STITCH_COLS forces each of the
- * stitch's block widths. Every fourth case has K = V = 128, whose wgmma pass (sm_90a) can run two
- * warpgroups a block (ctest's test_cuda_wg2 forces them). Against the reference and against the
- * unsplit chunked form. */
+ * stitch's block widths. Cases 0, 5 and 10 have K = V = 128, whose wgmma pass (sm_90a) can run
+ * two warpgroups a block (ctest's test_cuda_wg2 forces them): segments of 1, 2 and 3 chunks, both
+ * 16-bit types, varlen in one. Against the reference and against the unsplit chunked form. */
 static void test_chunked_split(rng *r)
 {
     static const int64_t lens[] = {0, 1, 130, 700, 64, 0, 333};
@@ -166,7 +167,7 @@ static void test_chunked_split(rng *r)
         f.HV = f.H * (int64_t[]){1, 2}[rng_int(r, 0, 1)];
         f.K = (int64_t[]){32, 64, 128}[rng_int(r, 0, 2)];
         f.V = (int64_t[]){16, 36, 128}[rng_int(r, 0, 2)];
-        if (i % 4 == 1) /* the shapes whose wgmma pass runs two warpgroups a block */
+        if (i % 5 == 0) /* the shapes whose wgmma pass runs two warpgroups a block */
             f.K = f.V = 128;
         f.nseq = 2 * rng_int(r, 0, 1) + 1;
         f.T = (int64_t[]){200, 513, 700}[rng_int(r, 0, 2)];

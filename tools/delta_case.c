@@ -32,7 +32,8 @@ void delta_config_random_options(delta_config *f, rng *r)
     f->qk_l2norm = rng_int(r, 0, 1);
     f->gate_in_kernel = rng_int(r, 0, 1);
     f->fused_qkv = rng_int(r, 0, 1);
-    f->padding = f->pool && rng_int(r, 0, 1);
+    f->unslotted = f->pool && rng_int(r, 0, 2) == 0;
+    f->padding = f->pool && !f->unslotted && rng_int(r, 0, 1);
     f->fresh_starts = f->pool && rng_int(r, 0, 1);
 }
 
@@ -125,7 +126,8 @@ static void fill_gates(delta_case *c, rng *r)
     c->allow_neg_eigval = c->cfg.gate_in_kernel && rng_uniform(r, 0, 1) < 0.5;
 }
 
-/* Distinct slots from a shuffled 0..S-1, some sequences padded with -1. */
+/* Distinct slots from a shuffled 0..S-1, some sequences padded with -1 (without state_slots
+ * only the initial-state flags). */
 static void fill_slots(delta_case *c, rng *r, int64_t S)
 {
     int64_t *perm = malloc((size_t)S * sizeof *perm);
@@ -138,7 +140,8 @@ static void fill_slots(delta_case *c, rng *r, int64_t S)
     }
     for (int64_t n = 0; n < c->cfg.nseq; n++) {
         bool pad = c->cfg.padding && n > 0 && rng_uniform(r, 0, 1) < 0.3;
-        tensor_set(&c->slots, n, pad ? -1.0 : (double)perm[n]);
+        if (c->slots.data)
+            tensor_set(&c->slots, n, pad ? -1.0 : (double)perm[n]);
         bool fresh = c->cfg.fresh_starts && rng_uniform(r, 0, 1) < 0.4;
         tensor_set(&c->has_init, n, fresh ? 0.0 : 1.0);
     }
@@ -216,7 +219,8 @@ void delta_case_init(delta_case *c, const delta_config *cfg, rng *r)
         tensor_fill_normal(&c->state, r, 0.3);
         c->state0 = tensor_zeros_like(&c->state);
         memcpy(c->state0.data, c->state.data, tensor_bytes(&c->state));
-        c->slots = alloc1(f->index_dtype, f->nseq);
+        if (!f->unslotted)
+            c->slots = alloc1(f->index_dtype, f->nseq);
         c->has_init = alloc1(GDN_U8, f->nseq);
         fill_slots(c, r, S);
     }
@@ -283,7 +287,9 @@ gdn_status delta_case_run(gdn_context *ctx, delta_case *c, gdn_algorithm algo)
 
 int64_t delta_case_slot(const delta_case *c, int64_t n)
 {
-    return c->slots.data ? (int64_t)tensor_get(&c->slots, n) : -1;
+    if (!c->state.data)
+        return -1;
+    return c->slots.data ? (int64_t)tensor_get(&c->slots, n) : n;
 }
 
 bool delta_case_untouched(const delta_case *c)
@@ -330,6 +336,6 @@ void delta_case_describe(const delta_case *c, char *buf, size_t n)
              (long long)f->V, gdn_dtype_name(f->dtype), f->layout == GDN_STATE_KV ? "KV" : "VK",
              f->gva == GDN_GVA_BLOCK ? "block" : "tiled", f->chunk ? f->chunk : 64,
              f->qk_l2norm ? " l2" : "", f->gate_in_kernel ? " gate" : "",
-             f->fused_qkv ? " fused" : "", f->pool ? (f->padding ? " pool+pad" : " pool") : "",
+             f->fused_qkv ? " fused" : "", f->pool ? (f->padding ? " pool+pad" : f->unslotted ? " pool-noslots" : " pool") : "",
              f->predictable ? " predictable" : "");
 }

@@ -23,7 +23,9 @@ typedef struct delta_config {
     bool gate_in_kernel;     /* pass raw a, b and A_log/dt_bias */
     bool fused_qkv;          /* q, k, v are strided views of one [.., 2HK + HV*V] buffer */
     bool pool;               /* a state pool (S = nseq + 2) with permuted slots */
-    bool padding;            /* some sequences get slot -1 (needs pool) */
+    bool unslotted;          /* the pool without state_slots: sequence n owns slot n (needs
+                                pool, no padding) */
+    bool padding;            /* some sequences get slot -1 (needs pool with slots) */
     bool fresh_starts;       /* some sequences have has_initial_state = 0 (needs pool) */
     bool predictable;        /* long memory: each value is a fixed linear map (one per value
                               * head) of its unit key plus 1% noise, and decay is slow, so the
@@ -59,7 +61,7 @@ void delta_case_free(delta_case *c);
 void delta_case_reset(delta_case *c);
 /* reset + gdn_delta_rule with the given algorithm. */
 gdn_status delta_case_run(gdn_context *ctx, delta_case *c, gdn_algorithm algo);
-/* Slot of sequence n (-1: skipped, or no pool). */
+/* Slot of sequence n (-1: skipped, or no pool; n for a pool without state_slots). */
 int64_t delta_case_slot(const delta_case *c, int64_t n);
 /* True when every output row of a skipped sequence still holds the poison pattern and every
  * pool slot no sequence names is unchanged. */
