@@ -1452,14 +1452,17 @@ __device__ __forceinline__ float stitched_start(const ck_args &p, int64_t slot, 
 }
 
 // The stitch (16-bit path, split calls), between the maps pass and the output pass: for each
-// sequence, head and C value columns, S_j = M_{j-1} S_{j-1} + N_{j-1} in f32 for its segments
-// j = 1.., from the sequence's initial state, each S_j written over N_{j-1} (which it no longer
-// needs). The chain is serial, so its blocks are made narrow (C = 4..16, launch_stitch) to spread
-// it over the SMs: each step is then short, and every block reads whole Ms, which L2 serves.
-// Each M and its N columns come into shared memory by coalesced cp.async, the next pair while the
-// block works on the current one; thread i computes row i / 2 of S_j, C / 2 columns.
+// sequence, head and C value columns, S_j = M_{j-1} S_{j-1} + N_{j-1} for its segments j = 1..,
+// from the sequence's initial state, each S_j written over N_{j-1} (which it no longer needs).
+// The chain is serial, so its blocks are made narrow (C = 8 or 16, launch_stitch) to spread it
+// over the SMs: each step is then short, and every block reads whole Ms, which L2 serves. Each
+// M and its N columns come into shared memory by coalesced cp.async, the next pair while the
+// block works on the current one; warp w computes rows 16w.. of S_j on tensor cores
+// (stitch_rows_tc).
 constexpr int kStitchThreads = 256, kStitchLd = kMaxDim + 4, kStitchMaxCols = 16; // C <= 16
 constexpr int kStitchBuf = kMaxDim * (kStitchLd + kStitchMaxCols); // floats: an M, N's columns
+constexpr int kStitchLds = 24; // S_j's row stride in floats: its B fragments conflict-free
+static_assert(kStitchThreads / 32 * 16 >= kMaxDim, "a warp per 16 rows of S");
 
 __host__ __device__ constexpr int stitch_bytes() { return 2 * kStitchBuf * 4; }
 
@@ -1480,15 +1483,64 @@ __device__ __forceinline__ void stage_map(float *buf, const float *MN, int ldm, 
     cp_async_commit();
 }
 
+// Rows m0..m0+15 of S_{i+1} = M_i S_i + N_i for the block's C columns (acc: the warp's
+// accumulator tiles) in split tf32: M's and S's elements as hi (truncated to tf32) + lo parts,
+// three products (hi hi, hi lo, lo hi) carrying about 21 bits. M's fragments by ldmatrix (an
+// 8 x 4 block of f32 is an 8 x 8 block of 16-bit halves: one instruction per k-step, not four
+// loads), S's from its rows of kStitchLds; the k-steps rotate over four accumulator sets, so the
+// dependent chain is a quarter as long. (Per-thread f32 FMA in blocks of 4 columns took 2.2 us a
+// step, 3 us in blocks of 8: docs/PERFORMANCE.md.)
+template <int C, int KP>
+__device__ __forceinline__ void stitch_rows_tc(float (&acc)[C / 8][4], const float *Ms,
+                                               const float *Ns, const float *Ss, int m0)
+{
+    constexpr int NT = C / 8;
+    const int l = threadIdx.x & 31, g = l >> 2, t = l & 3;
+    float part[4][NT][4];
+#pragma unroll
+    for (int s = 0; s < 4; s++)
+        acc_zero(part[s]);
+    const float *arow = Ms + (m0 + (l & 7) + 8 * ((l >> 3) & 1)) * kStitchLd + 4 * (l >> 4);
+#pragma unroll
+    for (int k0 = 0; k0 < KP; k0 += 8) {
+        unsigned a[4], ah[4], al[4];
+        ldsm_x4(a, arow + k0);
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            ah[q] = a[q] & 0xffffe000u;
+            al[q] = __float_as_uint(__uint_as_float(a[q]) - __uint_as_float(ah[q]));
+        }
+#pragma unroll
+        for (int j = 0; j < NT; j++) {
+            const float b[2] = {Ss[(k0 + t) * kStitchLds + 8 * j + g],
+                                Ss[(k0 + t + 4) * kStitchLds + 8 * j + g]};
+            unsigned bh[2], bl[2];
+#pragma unroll
+            for (int q = 0; q < 2; q++) {
+                bh[q] = __float_as_uint(b[q]) & 0xffffe000u;
+                bl[q] = __float_as_uint(b[q] - __uint_as_float(bh[q]));
+            }
+            float (&d)[4] = part[(k0 / 8) % 4][j];
+            prec_tf32x3::mma(d, al, bh);
+            prec_tf32x3::mma(d, ah, bl);
+            prec_tf32x3::mma(d, ah, bh);
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            acc[j][e] = Ns[(m0 + acc_row(e)) * C + acc_col(j, e)] +
+                        ((part[0][j][e] + part[1][j][e]) + (part[2][j][e] + part[3][j][e]));
+}
+
 template <int C, int KP> // KP a compile-time size: the staging's index arithmetic is shifts
 __global__ void __launch_bounds__(kStitchThreads) stitch_starts(const ck_args p)
 {
-    static_assert(C == 4 || C == 8 || C == 16, "C / 2 columns a thread, 16-byte N rows");
-    constexpr int CT = C / 2; // columns per thread
+    static_assert(C == 8 || C == 16, "whole 8-column tiles, at most kStitchMaxCols");
     extern __shared__ __align__(16) float Mbuf[]; // two (M, N's columns) pairs
-    __shared__ __align__(16) float Ss[kMaxDim][C];
-    const int VP = p.d.VP, ldm = KP + VP, k = threadIdx.x >> 1;
-    const int c0 = CT * (threadIdx.x & 1);
+    __shared__ __align__(16) float Ss[kMaxDim * kStitchLds];
+    const int VP = p.d.VP, ldm = KP + VP, m0 = 16 * (threadIdx.x >> 5);
     const int64_t tiles = VP / C, n = blockIdx.x / (tiles * p.HV);
     const int64_t hv = blockIdx.x / tiles % p.HV;
     const int v0 = (int)(blockIdx.x % tiles) * C;
@@ -1503,13 +1555,11 @@ __global__ void __launch_bounds__(kStitchThreads) stitch_starts(const ck_args p)
         return p.maps + ((slot0 + i) * p.HV + hv) * (int64_t)KP * ldm;
     };
     stage_map<C, KP>(Mbuf, maps_of(0), ldm, v0);
-    if (k < KP)
-#pragma unroll
-        for (int c = c0; c < c0 + CT; c++) {
-            const int v = v0 + c;
-            Ss[k][c] = init && k < p.K && v < p.V ? state[kv ? k * s2 + v * s3 : v * s2 + k * s3]
-                                                  : 0.0f;
-        }
+    for (int i = threadIdx.x; i < KP * C; i += kStitchThreads) {
+        const int k = i / C, c = i % C, v = v0 + c;
+        Ss[k * kStitchLds + c] =
+            init && k < p.K && v < p.V ? state[kv ? k * s2 + v * s3 : v * s2 + k * s3] : 0.0f;
+    }
     for (int64_t i = 0; i + 1 < count; i++) {
         const float *Ms = Mbuf + (i & 1) * kStitchBuf, *Ns = Ms + kMaxDim * kStitchLd;
         if (i + 2 < count) {
@@ -1519,34 +1569,19 @@ __global__ void __launch_bounds__(kStitchThreads) stitch_starts(const ck_args p)
             cp_async_wait_groups<0>();
         }
         __syncthreads(); // M_i, N_i's columns and S_i complete in shared memory
-        float acc[CT], odd[CT]; // two sums per column (even and odd x): half as long a chain
-        if (k < KP) {
-#pragma unroll
-            for (int c = 0; c < CT; c++)
-                acc[c] = Ns[k * C + c0 + c], odd[c] = 0.0f;
-#pragma unroll 8
-            for (int x = 0; x < KP; x += 4) {
-                const float4 m = *reinterpret_cast<const float4 *>(Ms + k * kStitchLd + x);
-                const float mk[4] = {m.x, m.y, m.z, m.w};
-#pragma unroll
-                for (int xx = 0; xx < 4; xx++)
-#pragma unroll
-                    for (int c = 0; c < CT; c++)
-                        (xx & 1 ? odd : acc)[c] += mk[xx] * Ss[x + xx][c0 + c];
-            }
-#pragma unroll
-            for (int c = 0; c < CT; c++)
-                acc[c] += odd[c];
-        }
+        float acc[C / 8][4];
+        if (m0 < KP)
+            stitch_rows_tc<C, KP>(acc, Ms, Ns, Ss, m0);
         __syncthreads(); // every read of S_i, M_i and N_i done
-        if (k < KP) {
-            float *S = maps_of(i) + k * ldm + KP + v0 + c0;
+        if (m0 < KP)
 #pragma unroll
-            for (int c = 0; c < CT; c++) {
-                Ss[k][c0 + c] = acc[c];
-                S[c] = acc[c];
-            }
-        }
+            for (int j = 0; j < C / 8; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int r = m0 + acc_row(e), c = acc_col(j, e);
+                    Ss[r * kStitchLds + c] = acc[j][e];
+                    maps_of(i)[r * ldm + KP + v0 + c] = acc[j][e];
+                }
     }
 }
 
@@ -2357,22 +2392,21 @@ void launch_stitch_cols(const ck_args &k, cudaStream_t stream)
                            stitch_bytes(), stream>>>(k);
 }
 
-// The stitch in blocks of the fewest columns (4, 8 or 16: VP is a multiple of 32) that still
-// leave at most one block per SM: its chain is latency bound, and narrower blocks cut each step.
-// GDN_CUDA_STITCH_COLS=4|8|16 forces a width (tests).
+// The stitch in blocks of 8 columns where that leaves at most one block per SM, else of 16 (VP
+// is a multiple of 32): its chain is latency bound, and narrower blocks cut each step.
+// GDN_CUDA_STITCH_COLS=8|16 forces a width (tests).
 template <int KP>
 void launch_stitch(const ck_args &k, cudaStream_t stream)
 {
     const int64_t sms = device_sms(), heads = k.N * k.HV;
     const char *e = getenv("GDN_CUDA_STITCH_COLS");
     int cols = e ? atoi(e) : 0;
-    if (cols != 4 && cols != 8 && cols != 16)
-        cols = heads * (k.d.VP / 4) <= sms ? 4 : heads * (k.d.VP / 8) <= sms ? 8 : 16;
-    switch (cols) {
-    case 4: launch_stitch_cols<4, KP>(k, stream); break;
-    case 8: launch_stitch_cols<8, KP>(k, stream); break;
-    default: launch_stitch_cols<16, KP>(k, stream); break;
-    }
+    if (cols != 8 && cols != 16)
+        cols = heads * (k.d.VP / 8) <= sms ? 8 : 16;
+    if (cols == 8)
+        launch_stitch_cols<8, KP>(k, stream);
+    else
+        launch_stitch_cols<16, KP>(k, stream);
 }
 
 // One of chunk_state_wg's passes (OUT: the output pass, else the maps) with NW warpgroups a
