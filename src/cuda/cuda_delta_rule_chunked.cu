@@ -1435,8 +1435,8 @@ __device__ __forceinline__ void store_state_split(typename P::st *Sh, typename P
 //   pass 1 (chunk_state_tc<MAPS>): every segment but the last runs the state pass on the
 //     K x (K + V) "state" [I | 0] with inputs [0 | U]: its columns come out as [M | N]. Column
 //     tiles are independent, so this is the same kernel with K / 32 more tiles and no output.
-//   the stitch (stitch_starts): S_j = M_{j-1} S_{j-1} + N_{j-1} for j = 1.., in f32, from the
-//     sequence's initial state, each written over N_{j-1};
+//   the stitch (stitch_starts): S_j = M_{j-1} S_{j-1} + N_{j-1} for j = 1.., in split tf32
+//     (about 21 bits), from the sequence's initial state, each written over N_{j-1};
 //   pass 2 (chunk_state_tc<OUT>): segment j starts from S_j, then runs its chunks with outputs;
 //     the last segment writes the state back.
 // Each pass has (segments x heads x tiles) blocks in parallel, against (heads x tiles) unsplit.
@@ -1488,8 +1488,8 @@ __device__ __forceinline__ void stage_map(float *buf, const float *MN, int ldm, 
 // three products (hi hi, hi lo, lo hi) carrying about 21 bits. M's fragments by ldmatrix (an
 // 8 x 4 block of f32 is an 8 x 8 block of 16-bit halves: one instruction per k-step, not four
 // loads), S's from its rows of kStitchLds; the k-steps rotate over four accumulator sets, so the
-// dependent chain is a quarter as long. (Per-thread f32 FMA in blocks of 4 columns took 2.2 us a
-// step, 3 us in blocks of 8: docs/PERFORMANCE.md.)
+// dependent chain is a quarter as long. (Per-thread f32 FMA took 2.4 us a step in blocks of 4
+// columns and 3.1 us in blocks of 8, this 2.2 us in blocks of 8: docs/PERFORMANCE.md.)
 template <int C, int KP>
 __device__ __forceinline__ void stitch_rows_tc(float (&acc)[C / 8][4], const float *Ms,
                                                const float *Ns, const float *Ss, int m0)
