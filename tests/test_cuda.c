@@ -165,7 +165,7 @@ static void test_chunked_split(rng *r)
         delta_config f = delta_config_default();
         f.H = rng_int(r, 1, 2);
         f.HV = f.H * (int64_t[]){1, 2}[rng_int(r, 0, 1)];
-        f.K = (int64_t[]){32, 64, 128}[rng_int(r, 0, 2)];
+        f.K = (int64_t[]){32, 64, 96, 128}[rng_int(r, 0, 3)];
         f.V = (int64_t[]){16, 36, 128}[rng_int(r, 0, 2)];
         if (i % 5 == 0) /* the shapes whose wgmma pass runs two warpgroups a block */
             f.K = f.V = 128;

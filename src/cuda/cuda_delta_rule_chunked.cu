@@ -8,7 +8,7 @@
 //   2. chunk_prep, one block per (chunk, value head), all chunks in parallel: gates and their
 //      cumulative sum G, L2-normalised q and k, A = diag(beta) (K K^T * exp(G_i - G_j)) strictly
 //      lower, its exact inverse T = (I + A)^-1 (16 x 16 diagonal blocks by forward substitution,
-//      then block rows), W = T diag(beta e^G) K, U = T diag(beta) V, the masked
+//      then block rows; the 16-bit path merges them pairwise), W = T diag(beta e^G) K, U = T diag(beta) V, the masked
 //      Aqk = scale (Q K^T * exp(G_i - G_j)) (j <= i), Q' = scale e^G Q and K' = e^(G_last - G) K
 //      (the 16-bit path keeps Q and K as they came and their row factors apart).
 //      Everything goes to the workspace.
@@ -120,8 +120,8 @@ __host__ __device__ constexpr tc_layout tc_layout_for(int KP, int es)
 }
 
 // chunk_prep_tc's shared memory for K <= KP and a 16-bit type of es bytes: q and k tiles (rows of
-// ldk); f32 A, T and block-row scratch (row stride ldf, even so that pairs load 8 bytes at a
-// time); per-token G, beta, the norms and W's row factors; then the v tile,
+// ldk); f32 A, T and scratch Xs (row stride ldf, even so that pairs load 8 bytes at a time; the
+// second merge's X tile, before that each warp's 1 KiB of staging); per-token G, beta, the norms and W's row factors; then the v tile,
 // whose size alone depends on V. A compile-time constant in the kernel, like tc_layout: the
 // offsets as kernel parameters were read from the constant bank at each use, and those reads
 // stalled (Nsight Compute: 13% of the kernel's stall samples on ULDC/LDC, T = 8192, HV = 32).
@@ -798,6 +798,7 @@ __device__ __forceinline__ void stage_rows16(E *dst, int ld, const gdn_tensor &t
 {
     constexpr int rows = kPrepThreads / 16; // rows per round
     static_assert(kC % rows == 0, "whole rounds");
+    static_assert(kMaxDim <= 16 * 8, "a half-warp of 16-byte pieces covers a row");
     const int x = 8 * (threadIdx.x & 15), i0 = threadIdx.x >> 4;
     if (x >= np)
         return;
@@ -1016,6 +1017,7 @@ __device__ __forceinline__ void copy_key_tiles(const ck_args &p, int64_t c, int6
 {
     constexpr int ldg = tc_layout_for(KP, sizeof(E)).ldk, kblk = kC * ldg;
     constexpr bool kswz = tc_swizzled(KP, sizeof(E));
+    static_assert(KP <= 16 * 8, "a half-warp of 16-byte pieces covers a row");
     const int64_t ks = key_slot(p, c, kh);
     E *qd = static_cast<E *>(p.Qd) + ks * kblk, *kd = static_cast<E *>(p.Kd) + ks * kblk;
     const int x = 8 * (threadIdx.x & 15);
@@ -1465,6 +1467,11 @@ constexpr int kStitchLds = 24; // S_j's row stride in floats: its B fragments co
 static_assert(kStitchThreads / 32 * 16 >= kMaxDim, "a warp per 16 rows of S");
 
 __host__ __device__ constexpr int stitch_bytes() { return 2 * kStitchBuf * 4; }
+// With its static S tile: what a block needs (plan_state splits only where the device has it).
+__host__ __device__ constexpr int stitch_smem()
+{
+    return stitch_bytes() + kMaxDim * kStitchLds * 4;
+}
 
 // M (KP x KP) and its N's C columns from v0 (row stride ldm in global memory) into buf; every
 // thread, one cp.async group.
@@ -1484,7 +1491,7 @@ __device__ __forceinline__ void stage_map(float *buf, const float *MN, int ldm, 
 }
 
 // Rows m0..m0+15 of S_{i+1} = M_i S_i + N_i for the block's C columns (acc: the warp's
-// accumulator tiles) in split tf32: M's and S's elements as hi (truncated to tf32) + lo parts,
+// accumulator tiles) in split tf32: M's and S's elements as hi + lo parts (split_trunc),
 // three products (hi hi, hi lo, lo hi) carrying about 21 bits. M's fragments by ldmatrix (an
 // 8 x 4 block of f32 is an 8 x 8 block of 16-bit halves: one instruction per k-step, not four
 // loads), S's from its rows of kStitchLds; the k-steps rotate over four accumulator sets, so the
@@ -1506,20 +1513,13 @@ __device__ __forceinline__ void stitch_rows_tc(float (&acc)[C / 8][4], const flo
         unsigned a[4], ah[4], al[4];
         ldsm_x4(a, arow + k0);
 #pragma unroll
-        for (int q = 0; q < 4; q++) {
-            ah[q] = a[q] & 0xffffe000u;
-            al[q] = __float_as_uint(__uint_as_float(a[q]) - __uint_as_float(ah[q]));
-        }
+        for (int q = 0; q < 4; q++)
+            prec_tf32x3::split_trunc(__uint_as_float(a[q]), ah[q], al[q]);
 #pragma unroll
         for (int j = 0; j < NT; j++) {
-            const float b[2] = {Ss[(k0 + t) * kStitchLds + 8 * j + g],
-                                Ss[(k0 + t + 4) * kStitchLds + 8 * j + g]};
             unsigned bh[2], bl[2];
-#pragma unroll
-            for (int q = 0; q < 2; q++) {
-                bh[q] = __float_as_uint(b[q]) & 0xffffe000u;
-                bl[q] = __float_as_uint(b[q] - __uint_as_float(bh[q]));
-            }
+            prec_tf32x3::split_trunc(Ss[(k0 + t) * kStitchLds + 8 * j + g], bh[0], bl[0]);
+            prec_tf32x3::split_trunc(Ss[(k0 + t + 4) * kStitchLds + 8 * j + g], bh[1], bl[1]);
             float (&d)[4] = part[(k0 / 8) % 4][j];
             prec_tf32x3::mma(d, al, bh);
             prec_tf32x3::mma(d, ah, bl);
@@ -1539,7 +1539,7 @@ __global__ void __launch_bounds__(kStitchThreads) stitch_starts(const ck_args p)
 {
     static_assert(C == 8 || C == 16, "whole 8-column tiles, at most kStitchMaxCols");
     extern __shared__ __align__(16) float Mbuf[]; // two (M, N's columns) pairs
-    __shared__ __align__(16) float Ss[kMaxDim * kStitchLds];
+    __shared__ __align__(16) float Ss[kMaxDim * kStitchLds]; // (stitch_smem)
     const int VP = p.d.VP, ldm = KP + VP, m0 = 16 * (threadIdx.x >> 5);
     const int64_t tiles = VP / C, n = blockIdx.x / (tiles * p.HV);
     const int64_t hv = blockIdx.x / tiles % p.HV;
@@ -1914,7 +1914,7 @@ __device__ __forceinline__ void copy_out_pairs(const gdn_tensor &out, const unsi
                 *reinterpret_cast<const uint4 *>(src + 16 * r * ld);
 }
 
-// Whether the block's 64 output columns from v0 can leave as 16-bit pairs: an output of the
+// Whether this warpgroup's 64 output columns from v0 can leave as 16-bit pairs: an output of the
 // inputs' 16-bit type whose rows are 16-byte aligned. The same for every chunk of the block.
 template <class P>
 __device__ __forceinline__ bool out_pairs_ok(const gdn_tensor &out, int v0, int V)
@@ -2278,8 +2278,9 @@ constexpr int64_t kWgStitchStep = 230;
 constexpr step_costs kTcSteps = {200, 400};
 constexpr int64_t kTcStitchStep = 300;
 
-// The plan for a call (sequence splitting, above chunk_state_tc). Split only 16-bit inputs, and
-// only when few_state_blocks (the state pass runs one block per SM); then into the G segments
+// The plan for a call (sequence splitting, above chunk_state_tc). Split only 16-bit inputs, only
+// where the stitch's shared memory fits the device, and only when few_state_blocks (the state
+// pass runs one block per SM); then into the G segments
 // per sequence, and with the warpgroups per block, that minimise the modelled time: per pass,
 // its step time x chunks per segment x waves of its blocks (the maps pass KT + VT tiles of cols
 // value columns per head and segment but the last, cols the block's width, the output pass VT
@@ -2302,25 +2303,29 @@ state_plan plan_state(const gdn_delta_rule_problem *p, bool wg)
         lo_o = hi_o = fo;
     const char *es = getenv("GDN_CUDA_SEGMENT_CHUNKS");
     const int64_t asked = es ? atoll(es) : 0, forced = asked > 0 ? (asked < most ? asked : most) : 0;
-    const bool split = elem_size(p->a.q.dtype) == 2 && (forced || few_state_blocks(p));
+    const bool split = elem_size(p->a.q.dtype) == 2 && max_shared_optin() >= stitch_smem() &&
+                       (forced || few_state_blocks(p));
     if (!split)
         return state_plan{most, lo_m, lo_o}; // (1 unless forced)
     const int64_t sms = device_sms() > 0 ? device_sms() : 1, N = p->seqs.count;
     const int64_t heads = p->HV * N;
     const int64_t per_seq = p->seqs.cu_seqlens ? (most + N - 1) / N : most;
-    auto tiles = [&](int64_t dim, int nw) {
+    // blocks per head and segment of each pass, by warpgroups a block (once, not per candidate)
+    int64_t maps_tiles[3] = {0, 0, 0}, out_tiles[3] = {0, 0, 0};
+    for (int nw = 1; nw <= top; nw++) {
         const int64_t cols = wg ? kWgCols * nw : kVT;
-        return round_up(dim, cols) / cols;
-    };
+        out_tiles[nw] = round_up(p->V, cols) / cols;
+        maps_tiles[nw] = round_up(p->K, cols) / cols + out_tiles[nw];
+    }
     state_plan best{most, lo_m, lo_o};
     int64_t best_cost = -1;
     auto consider = [&](int64_t segc, int64_t G) {
         for (int m = lo_m; m <= hi_m; m++)
             for (int o = lo_o; o <= hi_o; o++) {
                 const step_costs sm = wg ? kWgSteps[m] : kTcSteps, so = wg ? kWgSteps[o] : kTcSteps;
-                const int64_t maps = (G - 1) * (tiles(p->K, m) + tiles(p->V, m)) * heads;
+                const int64_t maps = (G - 1) * maps_tiles[m] * heads;
                 const int64_t cost = sm.maps * segc * waves(maps, sms) +
-                                     so.out * segc * waves(G * tiles(p->V, o) * heads, sms) +
+                                     so.out * segc * waves(G * out_tiles[o] * heads, sms) +
                                      (wg ? kWgStitchStep : kTcStitchStep) * (G - 1);
                 if (best_cost < 0 || cost < best_cost)
                     best = state_plan{segc, m, o}, best_cost = cost;
@@ -2335,11 +2340,15 @@ state_plan plan_state(const gdn_delta_rule_problem *p, bool wg)
     return best;
 }
 
-// Segment slots: one per sequence unsplit, else a bound without reading cu_seqlens.
+// Segment slots: one per sequence unsplit; without cu_seqlens exactly N x a T-token sequence's
+// segments (the device's seq_slots; a sequence its slot skips has one); else a bound without
+// reading cu_seqlens.
 int64_t segment_slots(const gdn_delta_rule_problem *p, int64_t segc)
 {
-    const int64_t most = (p->T + kC - 1) / kC;
-    return segc >= most ? p->seqs.count : p->seqs.count + (chunk_bound(p) + segc - 1) / segc;
+    const int64_t most = (p->T + kC - 1) / kC, N = p->seqs.count;
+    if (!p->seqs.cu_seqlens)
+        return N * segments_for(most, segc);
+    return segc >= most ? N : N + (chunk_bound(p) + segc - 1) / segc;
 }
 
 struct ws_layout {
@@ -2422,6 +2431,17 @@ void launch_state_wg(const ck_args &k, cudaStream_t stream)
                                      stream>>>(k);
 }
 
+// launch_state_wg with nw warpgroups a block: 2 only where plan_state chose it, which
+// wg_width_max allows only for K = V = 128 (a block's two tiles must be one head's).
+template <class P, int KP, bool OUT>
+void launch_state_wg_nw(const ck_args &k, int nw, cudaStream_t stream)
+{
+    if constexpr (KP == 128)
+        if (nw == 2)
+            return launch_state_wg<P, KP, OUT, 2>(k, stream);
+    launch_state_wg<P, KP, OUT, 1>(k, stream);
+}
+
 // The 16-bit kernels for K <= KP: the preparation, then the state pass (split calls first make
 // every segment's maps and stitch the segments' starting states).
 template <class P, int KP>
@@ -2434,20 +2454,12 @@ void launch_tc(const ck_args &k, cudaStream_t stream)
                                k.d.prep_tc_bytes, stream>>>(k);
     const bool split = k.nslots > k.N;
     if constexpr (KP == 64 || KP == 128) {
-        if (k.wg) { // two warpgroups a block only for KP = VP = 128 (plan_state): a block's two
-                    // tiles must be one head's
-            constexpr int nw2 = KP == 128 ? 2 : 1;
+        if (k.wg) {
             if (split) {
-                if (k.nw_maps == 2 && k.d.VP == nw2 * kWgCols)
-                    launch_state_wg<P, KP, false, nw2>(k, stream);
-                else
-                    launch_state_wg<P, KP, false, 1>(k, stream);
+                launch_state_wg_nw<P, KP, false>(k, k.nw_maps, stream);
                 launch_stitch<KP>(k, stream);
             }
-            if (k.nw_out == 2 && k.d.VP == nw2 * kWgCols)
-                launch_state_wg<P, KP, true, nw2>(k, stream);
-            else
-                launch_state_wg<P, KP, true, 1>(k, stream);
+            launch_state_wg_nw<P, KP, true>(k, k.nw_out, stream);
             return;
         }
     }

@@ -108,6 +108,13 @@ struct prec_tf32x3 {
         hi = tf32(x);
         lo = tf32(x - __uint_as_float(hi));
     }
+    // The same in two instructions: hi is x truncated to tf32 and lo the exact f32 rest, which
+    // the tensor cores read truncated to tf32 (lo's lost bits are 2^-21 of x).
+    __device__ static __forceinline__ void split_trunc(float x, unsigned &hi, unsigned &lo)
+    {
+        hi = __float_as_uint(x) & 0xffffe000u;
+        lo = __float_as_uint(x - __uint_as_float(hi));
+    }
     __device__ static __forceinline__ void mma(float (&c)[4], const unsigned (&a)[4],
                                                const unsigned (&b)[2])
     {
