@@ -58,6 +58,9 @@ __host__ __device__ constexpr int64_t round_up(int64_t x, int64_t m)
     return (x + m - 1) / m * m;
 }
 
+// Chunks of a run of `tokens` tokens, the last one partial.
+__host__ __device__ constexpr int64_t chunks_for(int64_t tokens) { return (tokens + kC - 1) / kC; }
+
 // chunk_state_tc's shared memory for K <= KP and a 16-bit type of es bytes: two stages of W
 // (hi, lo), Q, K, U (f32), Aqk; V'; the update's scaled V' (hi, lo); two 16-bit copies of S
 // (hi, lo). A compile-time constant in the kernel, so every shared address is a per-thread base
@@ -234,7 +237,7 @@ __device__ int64_t chunks_of(const ck_args &p, int64_t n)
     if (p.has_state && seq_slot(p.a.state_slots, n, p.S) < 0)
         return 0;
     int64_t len = seq_span(p.a.cu_seqlens, p.T, n).len;
-    return len > 0 ? (len + kC - 1) / kC : 0;
+    return len > 0 ? chunks_for(len) : 0;
 }
 
 // Segments of a sequence of `chunks` chunks in runs of segc (at least one: an empty sequence
@@ -2176,8 +2179,8 @@ int64_t chunk_bound(const gdn_delta_rule_problem *p)
 {
     const int64_t N = p->seqs.count;
     if (!p->seqs.cu_seqlens)
-        return N * ((p->T + kC - 1) / kC);
-    return (p->T + kC - 1) / kC + N;
+        return N * chunks_for(p->T);
+    return chunks_for(p->T) + N;
 }
 
 // An attribute of the current device, or 0 where it cannot be read.
@@ -2290,7 +2293,7 @@ constexpr int64_t kTcStitchStep = 300;
 // output pass (o); a width that cannot run is ignored (testing and benchmarking).
 state_plan plan_state(const gdn_delta_rule_problem *p, bool wg)
 {
-    const int64_t most = (p->T + kC - 1) / kC > 1 ? (p->T + kC - 1) / kC : 1;
+    const int64_t chunks = chunks_for(p->T), most = chunks > 1 ? chunks : 1;
     const int top = wg ? wg_width_max(p) : 1;
     int lo_m = 1, hi_m = top, lo_o = 1, hi_o = top;
     const char *ew = getenv("GDN_CUDA_WG_WIDTH");
@@ -2307,7 +2310,8 @@ state_plan plan_state(const gdn_delta_rule_problem *p, bool wg)
                        (forced || few_state_blocks(p));
     if (!split)
         return state_plan{most, lo_m, lo_o}; // (1 unless forced)
-    const int64_t sms = device_sms() > 0 ? device_sms() : 1, N = p->seqs.count;
+    const int dev_sms = device_sms(); // (0 where it cannot be read)
+    const int64_t sms = dev_sms > 0 ? dev_sms : 1, N = p->seqs.count;
     const int64_t heads = p->HV * N;
     const int64_t per_seq = p->seqs.cu_seqlens ? (most + N - 1) / N : most;
     // blocks per head and segment of each pass, by warpgroups a block (once, not per candidate)
@@ -2345,7 +2349,7 @@ state_plan plan_state(const gdn_delta_rule_problem *p, bool wg)
 // reading cu_seqlens.
 int64_t segment_slots(const gdn_delta_rule_problem *p, int64_t segc)
 {
-    const int64_t most = (p->T + kC - 1) / kC, N = p->seqs.count;
+    const int64_t most = chunks_for(p->T), N = p->seqs.count;
     if (!p->seqs.cu_seqlens)
         return N * segments_for(most, segc);
     return segc >= most ? N : N + (chunk_bound(p) + segc - 1) / segc;
@@ -2559,7 +2563,7 @@ extern "C" gdn_status cuda_delta_rule_chunked(gdn_context *ctx, const gdn_delta_
     // every sequence T tokens long and run: no cu_seqlens, no slots (validation then holds the
     // pool to a slot per sequence); nc is then exactly N x seq_chunks (chunk_bound)
     k.uniform = !p->seqs.cu_seqlens && !p->seqs.slots;
-    k.seq_chunks = (k.T + kC - 1) / kC;
+    k.seq_chunks = chunks_for(k.T);
     k.seq_slots = segments_for(k.seq_chunks, k.segc);
     k.maps = reinterpret_cast<float *>(base + w.maps);
     cudaStream_t stream = cuda_stream(ctx);
