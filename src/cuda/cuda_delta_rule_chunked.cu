@@ -2224,12 +2224,30 @@ bool few_state_blocks(const gdn_delta_rule_problem *p)
     return 2 * (round_up(p->V, kVT) / kVT) * p->HV * p->seqs.count <= device_sms();
 }
 
+// Whether a call with too many state blocks for few_state_blocks, but no more than one wave of
+// them, runs faster in two segments on warpgroup products (maps, stitch, output pass; each pass
+// half the chunk steps) than unsplit on chunk_state_tc. Uniform-length calls only (the host
+// does not read cu_seqlens). The model, 0.01 us, fitted on the H200 at T = 8192 and 32768,
+// HV = 32 (docs/PERFORMANCE.md, twenty-fifth session): chunk_state_tc 2.18 us a chunk step +
+// 8 us; split, 1.42 + 2.24 us a step of the maps and the output pass, + 5.6 and 35 us a call
+// (each pass's time at the two lengths, solved for a step and a fixed part), + 17 us of
+// stitch. So sequences of more than about 140 chunks split (32768 tokens: 1124 -> 995 us
+// measured), shorter ones do not (8192: 287 unsplit against 292 split).
+bool two_segments_pay(const gdn_delta_rule_problem *p)
+{
+    const int64_t blocks = round_up(p->V, kVT) / kVT * p->HV * p->seqs.count;
+    if (p->seqs.cu_seqlens || blocks > device_sms())
+        return false;
+    const int64_t c = chunks_for(p->T);
+    return (142 + 224) * ((c + 1) / 2) + 560 + 3500 + 1700 < 218 * c + 800;
+}
+
 // Whether this call's state pass runs chunk_state_wg or chunk_state_tc. chunk_state_wg needs
 // 16-bit inputs, K and V in {64, 128} after rounding up to 32 (V: a multiple of 64), its shared
 // memory and the sm_90a code loaded; it runs the calls that are split into segments (few heads
-// and sequences), where it measured 10-25% faster than chunk_state_tc, and not the others,
-// where chunk_state_tc's 128-plus blocks of 32 columns measured 5-10% faster than its half as
-// many of 64 (H200; docs/PERFORMANCE.md). GDN_CUDA_STATE_PASS=mma or wgmma forces one (tests,
+// and sequences, or long ones where two segments pay), where it measured 10-25% faster than
+// chunk_state_tc, and not the others, where chunk_state_tc's 128-plus blocks of 32 columns
+// measured 5-10% faster than its half as many of 64 (H200; docs/PERFORMANCE.md). GDN_CUDA_STATE_PASS=mma or wgmma forces one (tests,
 // comparisons; wgmma only where it can run).
 bool use_wg(const gdn_delta_rule_problem *p)
 {
@@ -2243,7 +2261,7 @@ bool use_wg(const gdn_delta_rule_problem *p)
         return false;
     if (max_shared_optin() < wg_layout_for((int)KP, 1).bytes || !wg_loaded())
         return false;
-    return (e && strcmp(e, "wgmma") == 0) || few_state_blocks(p);
+    return (e && strcmp(e, "wgmma") == 0) || few_state_blocks(p) || two_segments_pay(p);
 }
 
 // The widths chunk_state_wg's blocks may have, in warpgroups: 2 when K and V round up to 128, so
@@ -2283,11 +2301,12 @@ constexpr int64_t kTcStitchStep = 300;
 
 // The plan for a call (sequence splitting, above chunk_state_tc). Split only 16-bit inputs, only
 // where the stitch's shared memory fits the device, and only when few_state_blocks (the state
-// pass runs one block per SM); then into the G segments
-// per sequence, and with the warpgroups per block, that minimise the modelled time: per pass,
-// its step time x chunks per segment x waves of its blocks (the maps pass KT + VT tiles of cols
-// value columns per head and segment but the last, cols the block's width, the output pass VT
-// tiles), plus the stitch's step per segment boundary. Ties go to fewer segments and warpgroups.
+// pass runs one block per SM) or, on warpgroup products, two_segments_pay; then into the G
+// segments per sequence, and with the warpgroups per block, that minimise the modelled time: per
+// pass, its step time x chunks per segment x waves of its blocks (the maps pass KT + VT tiles of
+// cols value columns per head and segment but the last, cols the block's width, the output pass
+// VT tiles), plus the stitch's step per segment boundary. Ties go to fewer segments and
+// warpgroups.
 // Unsplit calls run one warpgroup a block. GDN_CUDA_SEGMENT_CHUNKS=n forces n chunks a segment,
 // GDN_CUDA_WG_WIDTH=n or m,o the warpgroups per block of both passes or of the maps (m) and the
 // output pass (o); a width that cannot run is ignored (testing and benchmarking).
@@ -2307,7 +2326,7 @@ state_plan plan_state(const gdn_delta_rule_problem *p, bool wg)
     const char *es = getenv("GDN_CUDA_SEGMENT_CHUNKS");
     const int64_t asked = es ? atoll(es) : 0, forced = asked > 0 ? (asked < most ? asked : most) : 0;
     const bool split = elem_size(p->a.q.dtype) == 2 && max_shared_optin() >= stitch_smem() &&
-                       (forced || few_state_blocks(p));
+                       (forced || few_state_blocks(p) || (wg && two_segments_pay(p)));
     if (!split)
         return state_plan{most, lo_m, lo_o}; // (1 unless forced)
     const int dev_sms = device_sms(); // (0 where it cannot be read)
