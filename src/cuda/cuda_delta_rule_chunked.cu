@@ -2227,16 +2227,17 @@ bool few_state_blocks(const gdn_delta_rule_problem *p)
 // Whether a call with too many state blocks for few_state_blocks, but no more than one wave of
 // them, runs faster in two segments on warpgroup products (maps, stitch, output pass; each pass
 // half the chunk steps) than unsplit on chunk_state_tc. Uniform-length calls only (the host
-// does not read cu_seqlens). The model, 0.01 us, fitted on the H200 at T = 8192 and 32768,
-// HV = 32 (docs/PERFORMANCE.md, twenty-fifth session): chunk_state_tc 2.18 us a chunk step +
-// 8 us; split, 1.42 + 2.24 us a step of the maps and the output pass, + 5.6 and 35 us a call
+// does not read cu_seqlens), and only where the stitch fits (else plan_state would not split).
+// The model, 0.01 us, fitted on the H200 at T = 8192 and 32768, HV = 32 (docs/PERFORMANCE.md,
+// twenty-fifth session): chunk_state_tc 2.18 us a chunk step + 8 us; split, 1.42 + 2.24 us a
+// step of the maps and the output pass, + 5.6 and 35 us a call
 // (each pass's time at the two lengths, solved for a step and a fixed part), + 17 us of
 // stitch. So sequences of more than about 140 chunks split (32768 tokens: 1124 -> 995 us
 // measured), shorter ones do not (8192: 287 unsplit against 292 split).
 bool two_segments_pay(const gdn_delta_rule_problem *p)
 {
     const int64_t blocks = round_up(p->V, kVT) / kVT * p->HV * p->seqs.count;
-    if (p->seqs.cu_seqlens || blocks > device_sms())
+    if (p->seqs.cu_seqlens || blocks > device_sms() || max_shared_optin() < stitch_smem())
         return false;
     const int64_t c = chunks_for(p->T);
     return (142 + 224) * ((c + 1) / 2) + 560 + 3500 + 1700 < 218 * c + 800;
@@ -2247,8 +2248,8 @@ bool two_segments_pay(const gdn_delta_rule_problem *p)
 // memory and the sm_90a code loaded; it runs the calls that are split into segments (few heads
 // and sequences, or long ones where two segments pay), where it measured 10-25% faster than
 // chunk_state_tc, and not the others, where chunk_state_tc's 128-plus blocks of 32 columns
-// measured 5-10% faster than its half as many of 64 (H200; docs/PERFORMANCE.md). GDN_CUDA_STATE_PASS=mma or wgmma forces one (tests,
-// comparisons; wgmma only where it can run).
+// measured 5-10% faster than its half as many of 64 (H200; docs/PERFORMANCE.md).
+// GDN_CUDA_STATE_PASS=mma or wgmma forces one (tests, comparisons; wgmma only where it can run).
 bool use_wg(const gdn_delta_rule_problem *p)
 {
     if (elem_size(p->a.q.dtype) != 2)
