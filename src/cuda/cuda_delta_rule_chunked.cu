@@ -8,8 +8,9 @@
 //   2. chunk_prep, one block per (chunk, value head), all chunks in parallel: gates and their
 //      cumulative sum G, L2-normalised q and k, A = diag(beta) (K K^T * exp(G_i - G_j)) strictly
 //      lower, its exact inverse T = (I + A)^-1 (16 x 16 diagonal blocks by forward substitution,
-//      then block rows; the 16-bit path merges them pairwise), W = T diag(beta e^G) K, U = T diag(beta) V, the masked
-//      Aqk = scale (Q K^T * exp(G_i - G_j)) (j <= i), Q' = scale e^G Q and K' = e^(G_last - G) K
+//      then block rows; the 16-bit path merges them pairwise), W = T diag(beta e^G) K,
+//      U = T diag(beta) V, the masked Aqk = scale (Q K^T * exp(G_i - G_j)) (j <= i),
+//      Q' = scale e^G Q and K' = e^(G_last - G) K
 //      (the 16-bit path keeps Q and K as they came and their row factors apart).
 //      Everything goes to the workspace.
 //   3. chunk_state, one block per (32 value columns, value head, sequence), chunks in order: the
@@ -124,10 +125,11 @@ __host__ __device__ constexpr tc_layout tc_layout_for(int KP, int es)
 
 // chunk_prep_tc's shared memory for K <= KP and a 16-bit type of es bytes: q and k tiles (rows of
 // ldk); f32 A, T and scratch Xs (row stride ldf, even so that pairs load 8 bytes at a time; the
-// second merge's X tile, before that each warp's 1 KiB of staging); per-token G, beta, the norms and W's row factors; then the v tile,
-// whose size alone depends on V. A compile-time constant in the kernel, like tc_layout: the
-// offsets as kernel parameters were read from the constant bank at each use, and those reads
-// stalled (Nsight Compute: 13% of the kernel's stall samples on ULDC/LDC, T = 8192, HV = 32).
+// second merge's X tile, before that each warp's 1 KiB of staging); per-token G, beta, the norms
+// and W's row factors; then the v tile, whose size alone depends on V. A compile-time constant
+// in the kernel, like tc_layout: the offsets as kernel parameters were read from the constant
+// bank at each use, and those reads stalled (Nsight Compute: 13% of the kernel's stall samples
+// on ULDC/LDC, T = 8192, HV = 32).
 struct prep_tc_layout {
     int ldk, ldf;                                          // row strides (elements)
     int k, q, a, t, x, g, b, iq, ik, sw, v;                // byte offsets
@@ -2230,17 +2232,25 @@ bool few_state_blocks(const gdn_delta_rule_problem *p)
 // does not read cu_seqlens), and only where the stitch fits (else plan_state would not split).
 // The model, 0.01 us, fitted on the H200 at T = 8192 and 32768, HV = 32 (docs/PERFORMANCE.md,
 // twenty-fifth session): chunk_state_tc 2.18 us a chunk step + 8 us; split, 1.42 + 2.24 us a
-// step of the maps and the output pass, + 5.6 and 35 us a call
-// (each pass's time at the two lengths, solved for a step and a fixed part), + 17 us of
-// stitch. So sequences of more than about 140 chunks split (32768 tokens: 1124 -> 995 us
-// measured), shorter ones do not (8192: 287 unsplit against 292 split).
+// step of the maps and the output pass, + 5.6 and 35 us a call (each pass's time at the two
+// lengths, solved for a step and a fixed part), + 17 us of stitch. So sequences of more than
+// about 140 chunks split (32768 tokens: 1124 -> 995 us measured), shorter ones do not (8192:
+// 287 unsplit against 292 split).
+struct pass_cost {
+    int64_t step, fixed; // 0.01 us
+};
+constexpr pass_cost kTcUnsplit = {218, 800}, kWgMaps1 = {142, 560}, kWgOut1 = {224, 3500};
+constexpr int64_t kStitchOnce = 1700;
+
 bool two_segments_pay(const gdn_delta_rule_problem *p)
 {
     const int64_t blocks = round_up(p->V, kVT) / kVT * p->HV * p->seqs.count;
     if (p->seqs.cu_seqlens || blocks > device_sms() || max_shared_optin() < stitch_smem())
         return false;
-    const int64_t c = chunks_for(p->T);
-    return (142 + 224) * ((c + 1) / 2) + 560 + 3500 + 1700 < 218 * c + 800;
+    const int64_t c = chunks_for(p->T), half = (c + 1) / 2;
+    const int64_t split = (kWgMaps1.step + kWgOut1.step) * half + kWgMaps1.fixed +
+                          kWgOut1.fixed + kStitchOnce;
+    return split < kTcUnsplit.step * c + kTcUnsplit.fixed;
 }
 
 // Whether this call's state pass runs chunk_state_wg or chunk_state_tc. chunk_state_wg needs
