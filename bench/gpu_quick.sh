@@ -5,8 +5,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
 mkdir -p "$out"
-{ cmake -S . -B build -DGDN_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DGDN_BUILD_TESTS=ON &&
-  cmake --build build -j"$(nproc)"; } > "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
+. bench/cuda_build.sh
+cuda_build 90a "$out/build.log" -DGDN_BUILD_TESTS=ON || exit 1
 ctest --test-dir build -R "cuda" --output-on-failure > "$out/ctest.log" 2>&1
 grep -E "tests passed|Failed|FAIL" "$out/ctest.log" | head -20
 ./build/tools/gdn check --backend cuda > "$out/check_cuda.txt" 2>&1; tail -1 "$out/check_cuda.txt"

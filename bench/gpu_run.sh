@@ -10,11 +10,8 @@ cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
 mkdir -p "$out"
 nvidia-smi -L 2>&1 | tee "$out/device.txt"
-jobs=$(nproc)
-{
-  cmake -S . -B build -DGDN_CUDA=ON -DGDN_WERROR=ON -DCMAKE_CUDA_ARCHITECTURES="80;90a" &&
-  cmake --build build -j"$jobs"
-} > "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
+. bench/cuda_build.sh
+cuda_build "80;90a" "$out/build.log" -DGDN_WERROR=ON || exit 1
 echo "== build ok"
 ctest --test-dir build --output-on-failure > "$out/ctest.log" 2>&1; ctest_rc=$?
 grep -E "tests passed|Failed|Skipped|\(Failed\)|\*\*\*" "$out/ctest.log"

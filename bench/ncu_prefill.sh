@@ -6,8 +6,8 @@
 # the tensor pipe's busy cycles as a share of peak, L1 throughput, warp slots filled.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-{ cmake -S . -B build -DGDN_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DGDN_BUILD_TESTS=OFF &&
-  cmake --build build -j"$(nproc)"; } > /tmp/ncu_build.log 2>&1 || { tail -40 /tmp/ncu_build.log; exit 1; }
+. bench/cuda_build.sh
+cuda_build 90a /tmp/ncu_build.log -DGDN_BUILD_TESTS=OFF || exit 1
 export GDN_LIBRARY=$PWD/build/libgdn.so PYTHONUNBUFFERED=1
 metrics="gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum"
 metrics+=",dram__throughput.avg.pct_of_peak_sustained_elapsed"
