@@ -1244,12 +1244,34 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
 
 constexpr int kTcThreads = 256;
 
+// x, y to out's elements off and off + 1 (both columns < V): one 4-byte (16-bit types) or 8-byte
+// (f32) store where the pair is aligned to it, else one element at a time.
+__device__ __forceinline__ void store_out_pair(const gdn_tensor &out, int64_t off, float x, float y)
+{
+    const int es = out.dtype == GDN_F32 ? 4 : 2; // element bytes
+    if ((reinterpret_cast<uintptr_t>(out.data) + off * es) % (2 * es) != 0) {
+        st(out, off, x);
+        st(out, off + 1, y);
+    } else if (out.dtype == GDN_BF16) {
+        store_pair(static_cast<__nv_bfloat16 *>(out.data) + off, x, y);
+    } else if (out.dtype == GDN_F16) {
+        store_pair(static_cast<__half *>(out.data) + off, x, y);
+    } else {
+        *reinterpret_cast<float2 *>(static_cast<float *>(out.data) + off) = make_float2(x, y);
+    }
+}
+
 // A warp's 16 x 16 output block (rows m0.. of the chunk at token tok0, columns c0..) to out,
-// rows < len and columns < V only; bf16/f16 outputs with room for it store pairs.
+// rows < len and columns < V only, in pairs of columns where both are < V: an output of the
+// inputs' 16-bit type (policy P) by the one test and 4-byte store this path always had (the
+// general store_out_pair there cost the T = 8192, HV = 32 row 2%), others by store_out_pair.
+template <class P>
 __device__ __forceinline__ void store_out_tile(const gdn_tensor &out, int64_t row, int64_t tok0,
                                                int64_t hv, int m0, int len, int c0, int V,
                                                const float (&acc)[2][4])
 {
+    using E = typename P::st;
+    constexpr gdn_dtype own = P::is_f16 ? GDN_F16 : GDN_BF16;
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         const int r = m0 + acc_row(2 * h);
@@ -1260,15 +1282,13 @@ __device__ __forceinline__ void store_out_tile(const gdn_tensor &out, int64_t ro
         for (int jt = 0; jt < 2; jt++) {
             const int v = c0 + acc_col(jt, 2 * h);
             const float x = acc[jt][2 * h], y = acc[jt][2 * h + 1];
-            __nv_bfloat16 *pair = static_cast<__nv_bfloat16 *>(out.data) + base + v;
-            if (out.dtype == GDN_BF16 && v + 1 < V && reinterpret_cast<uintptr_t>(pair) % 4 == 0)
+            E *pair = static_cast<E *>(out.data) + base + v;
+            if (out.dtype == own && v + 1 < V && reinterpret_cast<uintptr_t>(pair) % 4 == 0)
                 store_pair(pair, x, y);
-            else {
-                if (v < V)
-                    st(out, base + v, x);
-                if (v + 1 < V)
-                    st(out, base + v + 1, y);
-            }
+            else if (v + 1 < V)
+                store_out_pair(out, base + v, x, y);
+            else if (v < V)
+                st(out, base + v, x);
         }
     }
 }
@@ -1790,7 +1810,7 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
                 frag_b2(fb, Vn, L.ldu, k0, 16 * nh);
                 mma2<P>(acc[0], acc[1], fa, fb);
             }
-            store_out_tile(a.out, s.row, tok0, hv, 16 * mt, len, v0 + 16 * nh, (int)p.V, acc);
+            store_out_tile<P>(a.out, s.row, tok0, hv, 16 * mt, len, v0 + 16 * nh, (int)p.V, acc);
         }
         __syncthreads(); // every read of the 16-bit copies for this chunk is done
         if (owns)
@@ -1932,7 +1952,8 @@ __device__ __forceinline__ bool out_pairs_ok(const gdn_tensor &out, int v0, int 
 // Warpgroup wg's output tile (O^T in registers, 64 value rows x 64 tokens) to `out`, through
 // shared memory (`tile`, the warpgroup's U tiles: every thread of the warpgroup has read them)
 // so that each token's 64 values leave as whole 16-byte pieces: as 16-bit pairs, transposed by
-// stmatrix, where out_pairs_ok said so, else as f32 through the generic store.
+// stmatrix, where out_pairs_ok said so, else as f32 through the generic store in pairs of columns
+// (store_out_pair).
 template <class P>
 __device__ __forceinline__ void store_out_wg(const gdn_tensor &out, unsigned char *tile,
                                              const float *o, int64_t row, int64_t tok0, int64_t hv,
@@ -1968,8 +1989,14 @@ __device__ __forceinline__ void store_out_wg(const gdn_tensor &out, unsigned cha
         if (c >= len)
             continue;
         const int64_t at = tok_off(out, row, tok0 + c, hv) + v;
-        for (int e = 0; e < 8 && v + e < V; e++)
-            st(out, at + e, t[swizzled_index<kWgCols>(c, x + e)]);
+        for (int e = 0; e < 8 && v + e < V; e += 2) {
+            const float y0 = t[swizzled_index<kWgCols>(c, x + e)];
+            const float y1 = t[swizzled_index<kWgCols>(c, x + e + 1)];
+            if (v + e + 1 < V)
+                store_out_pair(out, at + e, y0, y1);
+            else
+                st(out, at + e, y0);
+        }
     }
 }
 
