@@ -9,8 +9,8 @@ side timed in ROUNDS rounds alternating with the other, its best median kept, af
 about WARM_S seconds (FLA's first row used to read up to 2x its later figures: clocks and
 Triton's first launches, not the kernels). Then again as device time alone: a few calls captured
 in one CUDA graph and replayed (graph_ms, vs_fla_graph), which leaves out each side's Python and
-launch path: FLA launches eight kernels and some torch ops a call, and on a slow host its eager
-time is the host's (8192/32 on an H100: 0.87 ms eager against 0.57 ms of kernels).
+launch path: FLA launches eight kernels a call (two of them torch fills), and on a slow host its
+eager time is the host's (8192/32 on an H100: 0.87 ms eager against 0.57 ms of kernels).
 FLA's code must sit in .fla/fla (fetched, never committed). Writes JSON to argv[1] if given.
 """
 import json
