@@ -9,6 +9,8 @@
  *     sequences, the same options drawn at random; f32 inputs to 1e-5, bf16/f16 inputs to 5e-3;
  *   - the same with each sequence split into segments of forced lengths (16-bit inputs), against
  *     the reference and the unsplit form;
+ *   - odd value widths without a pool (V = 1 to 127, every input with every output dtype): the
+ *     stores' and loads' element-wise fallbacks, unsplit and split;
  *   - long memory (values the state predicts): the state within 1e-4 for 16-bit inputs, split
  *     or not;
  *   - a whole decode step (conv update, gating, L2 norm, delta rule) captured into a CUDA graph
@@ -199,6 +201,52 @@ static void test_chunked_split(rng *r)
         unsetenv("GDN_CUDA_STITCH_COLS");
         unsetenv("GDN_CUDA_SEGMENT_CHUNKS");
         result_free(&whole);
+        result_free(&want);
+        delta_case_free(&c);
+    }
+}
+
+/* Odd value widths, which run only without a state pool (the backend reads the pool 16 bytes at a
+ * time, V % 4 == 0): the paths no other case reaches, i.e. the output stores' fallbacks (a lone
+ * last column; 16-bit rows that start on an odd element, so pairs are misaligned) and the
+ * staging's element-wise loads of rows that are not whole 16-byte pieces. Every input dtype with
+ * every output dtype (f32, bf16, f16) twice; V = 97 and 127 round up to 128, so with K = 64 or
+ * 128 they take the wgmma pass on sm_90a and its output store. The 16-bit cases at T = 200 run
+ * again in 2-chunk segments (maps pass, stitch, output pass). Against the reference. */
+static void test_chunked_odd_v(rng *r)
+{
+    static const int64_t vs[] = {1, 17, 37, 97, 127};
+    static const gdn_dtype dts[] = {GDN_F32, GDN_BF16, GDN_F16};
+    static const int64_t lens[] = {0, 1, 130, 64, 5, 0, 70};
+    for (int i = 0; i < 18; i++) {
+        delta_config f = delta_config_default();
+        f.H = rng_int(r, 1, 2);
+        f.HV = f.H * (int64_t[]){1, 2}[rng_int(r, 0, 1)];
+        f.V = vs[i % 5];
+        f.K = f.V > 64 ? (int64_t[]){64, 128}[rng_int(r, 0, 1)]
+                       : (int64_t[]){16, 64, 96, 128}[rng_int(r, 0, 3)];
+        f.nseq = 2 * rng_int(r, 0, 1) + 1;
+        f.T = (int64_t[]){1, 37, 200}[rng_int(r, 0, 2)];
+        if (i % 4 == 3) {
+            f.nseq = 7;
+            f.lens = lens;
+        }
+        f.pool = false;
+        delta_config_random_options(&f, r);
+        f.dtype = dts[i % 3];
+        f.out_dtype = dts[i / 3 % 3];
+        delta_case c;
+        delta_case_init(&c, &f, r);
+        const double tol = f.dtype == GDN_F32 && f.out_dtype == GDN_F32 ? 1e-5 : 5e-3;
+        CHECK_OK(delta_case_run(ref, &c, GDN_ALGO_RECURRENT), ref);
+        delta_result want = keep_result(&c);
+        compare_device(&c, GDN_ALGO_CHUNKED, &want, tol, tol, "chunked vs ref, odd V");
+        if (f.dtype != GDN_F32 && (f.lens || f.T == 200)) {
+            setenv("GDN_CUDA_SEGMENT_CHUNKS", "2", 1);
+            compare_device(&c, GDN_ALGO_CHUNKED, &want, tol, tol,
+                           "chunked, 2-chunk segments, vs ref, odd V");
+            unsetenv("GDN_CUDA_SEGMENT_CHUNKS");
+        }
         result_free(&want);
         delta_case_free(&c);
     }
@@ -398,6 +446,7 @@ int main(void)
     test_recurrent(&r);
     test_chunked(&r);
     test_chunked_split(&r);
+    test_chunked_odd_v(&r);
     test_long_memory(&r);
     test_graph(&r);
     test_refusals(&r);
