@@ -1,5 +1,6 @@
 /* Random gated-delta-rule problems for tests and `gdn check`. */
 #include "delta_case.h"
+#include "device.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -338,4 +339,71 @@ void delta_case_describe(const delta_case *c, char *buf, size_t n)
              f->qk_l2norm ? " l2" : "", f->gate_in_kernel ? " gate" : "",
              f->fused_qkv ? " fused" : "", f->pool ? (f->padding ? " pool+pad" : f->unslotted ? " pool-noslots" : " pool") : "",
              f->predictable ? " predictable" : "");
+}
+
+/* q or k: n rows of K random unit vectors (normalised in float64, then rounded). */
+static void fill_unit_rows(float *x, int n, int K, rng *r)
+{
+    for (int i = 0; i < n; i++, x += K) {
+        double ss = 0;
+        for (int j = 0; j < K; j++) {
+            x[j] = (float)rng_normal(r);
+            ss += (double)x[j] * x[j];
+        }
+        for (int j = 0; j < K; j++)
+            x[j] = (float)(x[j] / sqrt(ss));
+    }
+}
+
+double delta_cancelling_dots(gdn_context *ctx, gdn_algorithm algo, bool device, int n, rng *r,
+                             gdn_status *st)
+{
+    enum { K = 96, V = 16 };
+    float *q = malloc(sizeof(float) * n * K), *k = malloc(sizeof(float) * n * K);
+    float *v = malloc(sizeof(float) * n * V), *beta = malloc(sizeof(float) * n);
+    float *out = malloc(sizeof(float) * n * V);
+    if (!q || !k || !v || !beta || !out) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    fill_unit_rows(q, n, K, r);
+    fill_unit_rows(k, n, K, r);
+    for (int i = 0; i < n; i++) {
+        for (int j = 0; j < V; j++)
+            v[i * V + j] = (float)rng_uniform(r, -1, 1);
+        beta[i] = (float)rng_uniform(r, 0.2, 1);
+    }
+    gdn_delta_rule_args a = gdn_delta_rule_default_args();
+    a.q = gdn_tensor_4d(q, GDN_F32, n, 1, 1, K);
+    a.k = gdn_tensor_4d(k, GDN_F32, n, 1, 1, K);
+    a.v = gdn_tensor_4d(v, GDN_F32, n, 1, 1, V);
+    a.beta = gdn_tensor_3d(beta, GDN_F32, n, 1, 1);
+    a.out = gdn_tensor_4d(out, GDN_F32, n, 1, 1, V);
+    a.scale = 1.0f;
+    a.algorithm = algo;
+    staging s = {0};
+    if (device)
+        stage_delta_rule_args(&s, &a);
+    *st = gdn_delta_rule(ctx, &a);
+    unstage(&s);
+    double worst = 0;
+    for (int i = 0; i < n && *st == GDN_OK; i++) {
+        double dot = 0, mag = 0, err = 0, vv = 0;
+        for (int j = 0; j < K; j++) {
+            const double p = (double)q[i * K + j] * k[i * K + j];
+            dot += p;
+            mag += fabs(p);
+        }
+        for (int j = 0; j < V; j++) {
+            const double d = out[i * V + j] - beta[i] * dot * v[i * V + j];
+            err += d * d;
+            vv += (double)v[i * V + j] * v[i * V + j];
+        }
+        const double u = ldexp(1.0, -24), o = fabs(beta[i] * dot) * sqrt(vv);
+        const double units = (sqrt(err) - 16 * u * o) / (u * mag * beta[i] * sqrt(vv));
+        if (!(units <= worst)) /* NaN included */
+            worst = units;
+    }
+    free(q), free(k), free(v), free(beta), free(out);
+    return worst;
 }
