@@ -77,6 +77,16 @@ static void compare_device(delta_case *c, gdn_algorithm algo, const delta_result
         CHECK_ERR(rel_l2(&c->state, &want->state), state_tol, "cuda %s state: %s", what, desc);
 }
 
+/* compare_device (chunked) with each sequence cut into segments of segc chunks
+ * (GDN_CUDA_SEGMENT_CHUNKS), so that short problems run the maps pass, stitch and output pass. */
+static void compare_in_segments(delta_case *c, const char *segc, const delta_result *want,
+                                double out_tol, double state_tol, const char *what)
+{
+    setenv("GDN_CUDA_SEGMENT_CHUNKS", segc, 1);
+    compare_device(c, GDN_ALGO_CHUNKED, want, out_tol, state_tol, what);
+    unsetenv("GDN_CUDA_SEGMENT_CHUNKS");
+}
+
 static void compare_with_ref(delta_case *c)
 {
     CHECK_OK(delta_case_run(ref, c, GDN_ALGO_RECURRENT), ref);
@@ -243,10 +253,8 @@ static void test_chunked_odd_v(rng *r)
         delta_result want = keep_result(&c);
         compare_device(&c, GDN_ALGO_CHUNKED, &want, tol, tol, "chunked vs ref, odd V");
         if (f.dtype != GDN_F32 && (f.lens || f.T == 200)) {
-            setenv("GDN_CUDA_SEGMENT_CHUNKS", "2", 1);
-            compare_device(&c, GDN_ALGO_CHUNKED, &want, tol, tol,
-                           "chunked, 2-chunk segments, vs ref, odd V");
-            unsetenv("GDN_CUDA_SEGMENT_CHUNKS");
+            compare_in_segments(&c, "2", &want, tol, tol,
+                                "chunked, 2-chunk segments, vs ref, odd V");
         }
         result_free(&want);
         delta_case_free(&c);
@@ -296,10 +304,7 @@ static void test_long_memory(rng *r)
         printf("long memory, %s: state error %.2e\n", gdn_dtype_name(f.dtype),
                rel_l2(&c.state, &want.state));
         if (f.dtype != GDN_F32) {
-            setenv("GDN_CUDA_SEGMENT_CHUNKS", "3", 1);
-            compare_device(&c, GDN_ALGO_CHUNKED, &want, tol, state_tol,
-                           "long memory, 3-chunk segments");
-            unsetenv("GDN_CUDA_SEGMENT_CHUNKS");
+            compare_in_segments(&c, "3", &want, tol, state_tol, "long memory, 3-chunk segments");
         }
         result_free(&want);
         delta_case_free(&c);

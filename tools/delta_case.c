@@ -341,44 +341,20 @@ void delta_case_describe(const delta_case *c, char *buf, size_t n)
              f->predictable ? " predictable" : "");
 }
 
-/* q or k: n rows of K random unit vectors (normalised in float64, then rounded). */
-static void fill_unit_rows(float *x, int n, int K, rng *r)
-{
-    for (int i = 0; i < n; i++, x += K) {
-        double ss = 0;
-        for (int j = 0; j < K; j++) {
-            x[j] = (float)rng_normal(r);
-            ss += (double)x[j] * x[j];
-        }
-        for (int j = 0; j < K; j++)
-            x[j] = (float)(x[j] / sqrt(ss));
-    }
-}
-
 double delta_cancelling_dots(gdn_context *ctx, gdn_algorithm algo, bool device, int n, rng *r,
                              gdn_status *st)
 {
     enum { K = 96, V = 16 };
-    float *q = malloc(sizeof(float) * n * K), *k = malloc(sizeof(float) * n * K);
-    float *v = malloc(sizeof(float) * n * V), *beta = malloc(sizeof(float) * n);
-    float *out = malloc(sizeof(float) * n * V);
-    if (!q || !k || !v || !beta || !out) {
-        fprintf(stderr, "out of memory\n");
-        exit(1);
-    }
-    fill_unit_rows(q, n, K, r);
-    fill_unit_rows(k, n, K, r);
-    for (int i = 0; i < n; i++) {
-        for (int j = 0; j < V; j++)
-            v[i * V + j] = (float)rng_uniform(r, -1, 1);
-        beta[i] = (float)rng_uniform(r, 0.2, 1);
-    }
     gdn_delta_rule_args a = gdn_delta_rule_default_args();
-    a.q = gdn_tensor_4d(q, GDN_F32, n, 1, 1, K);
-    a.k = gdn_tensor_4d(k, GDN_F32, n, 1, 1, K);
-    a.v = gdn_tensor_4d(v, GDN_F32, n, 1, 1, V);
-    a.beta = gdn_tensor_3d(beta, GDN_F32, n, 1, 1);
-    a.out = gdn_tensor_4d(out, GDN_F32, n, 1, 1, V);
+    a.q = alloc4(GDN_F32, n, 1, 1, K);
+    a.k = alloc4(GDN_F32, n, 1, 1, K);
+    a.v = alloc4(GDN_F32, n, 1, 1, V);
+    a.beta = alloc3(GDN_F32, n, 1, 1);
+    a.out = alloc4(GDN_F32, n, 1, 1, V);
+    fill_rows(&a.q, r, true);
+    fill_rows(&a.k, r, true);
+    tensor_fill_uniform(&a.v, r, -1, 1);
+    tensor_fill_uniform(&a.beta, r, 0.2, 1);
     a.scale = 1.0f;
     a.algorithm = algo;
     staging s = {0};
@@ -386,6 +362,7 @@ double delta_cancelling_dots(gdn_context *ctx, gdn_algorithm algo, bool device, 
         stage_delta_rule_args(&s, &a);
     *st = gdn_delta_rule(ctx, &a);
     unstage(&s);
+    const float *q = a.q.data, *k = a.k.data, *v = a.v.data, *beta = a.beta.data, *out = a.out.data;
     double worst = 0;
     for (int i = 0; i < n && *st == GDN_OK; i++) {
         double dot = 0, mag = 0, err = 0, vv = 0;
@@ -404,6 +381,8 @@ double delta_cancelling_dots(gdn_context *ctx, gdn_algorithm algo, bool device, 
         if (!(units <= worst)) /* NaN included */
             worst = units;
     }
-    free(q), free(k), free(v), free(beta), free(out);
+    gdn_tensor *all[] = {&a.q, &a.k, &a.v, &a.beta, &a.out};
+    for (int i = 0; i < 5; i++)
+        tensor_free(all[i]);
     return worst;
 }
