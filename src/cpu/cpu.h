@@ -114,7 +114,8 @@ typedef struct cpu_chunk_record {
                              * residual formed in f32 */
     float *KT;              /* [Kp, Cp] K^T with column m scaled by e^(G_last - G_m).  bf16:
                              * unused */
-    float *P;               /* [Cp, Cp] lower scale q_i.k_j e^(G_i - G_j), j <= i (bf16: bf16) */
+    float *P;               /* [Cp, Cp] lower scale q_i.k_j e^(G_i - G_j), j <= i.  bf16: each
+                             * row as its hi then its lo bf16 parts, in the same bytes */
     float *T;               /* [Cp, Cp] (I + A)^-1 diag(beta).  bf16: (I + A)^-1 as hi and lo
                              * bf16 parts */
     float *rows;            /* [4 Cp] per-row factors: f32 kernels scale e^G_i of O's row i

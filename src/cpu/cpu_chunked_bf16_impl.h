@@ -16,7 +16,9 @@
  * scaled V' of the state update: the state then stays close to f32 accuracy. q and k enter
  * every product as the exact bf16 inputs, their inverse L2 norms applied to the f32 results (a
  * normalised row rounded again would cost q.k and k.k up to 2^-9 |q||k|). Q S also takes S as
- * hi + lo; only P and V' of the output's P V' are rounded once. Every product accumulates in
+ * hi + lo, and the output's P V' takes both P and V' as hi + lo: in a chunk's first rows that
+ * product has one or two terms, whose roundings no sum averages out (rounded once, a one-token
+ * chunk's output missed the bar about once in 200 random cases). Every product accumulates in
  * f32 and the state stays f32.
  *
  * B operands are "VNNI" packed: word (p, j) holds rows 2p and 2p + 1 of column j as two bf16,
@@ -27,6 +29,7 @@
 #include "cpu_chunked_impl.h"
 
 #include <immintrin.h>
+#include <string.h>
 
 /* One product term: A [M, depth] bf16 row-major (lda elements) times B[0] (+ B[1] when nb is 2:
  * an operand's hi and lo parts), each VNNI [depth / 2, N] words (ldb words); depth a multiple of
@@ -67,19 +70,6 @@ static inline void bf16_split(__m512 x, __m512i *hi, __m512i *lo)
 {
     *hi = bf16_lanes(x);
     *lo = bf16_lanes(_mm512_sub_ps(x, bf16_value(*hi)));
-}
-
-/* Y [rows, cols] bf16 row-major (ldy) = X [rows, cols] f32 (ldx), cols a multiple of 32. Y may
- * overlay X when ldy == ldx: each block is read before anything at or past it is written. */
-static void to_bf16(const float *X, int64_t ldx, int64_t rows, int64_t cols, uint16_t *Y,
-                    int64_t ldy)
-{
-    for (int64_t i = 0; i < rows; i++)
-        for (int64_t j = 0; j < cols; j += 32) {
-            const __m512 lo = _mm512_loadu_ps(X + i * ldx + j);
-            const __m512 hi = _mm512_loadu_ps(X + i * ldx + j + 16);
-            _mm512_storeu_si512(Y + i * ldy + j, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
-        }
 }
 
 /* hi and lo bf16 parts (X = hi + lo to ~2^-16) of X [rows, cols] f32, row-major. */
@@ -135,6 +125,19 @@ static void scale_block(float *S, int64_t ld, int64_t rows, int64_t cols, float 
         for (int64_t j = 0; j < cols; j += 16)
             _mm512_storeu_ps(S + i * ld + j, _mm512_mul_ps(_mm512_set1_ps(x),
                                                            _mm512_loadu_ps(S + i * ld + j)));
+}
+
+/* Each row of X [rows, cols] f32 (cols <= 128, a multiple of 16) becomes, in the same bytes, its
+ * hi bf16 parts followed by its lo parts (a bf16 matrix of 2 cols elements a row: hi at X16, lo
+ * at X16 + cols). */
+static void rows_to_bf16_split(float *X, int64_t rows, int64_t cols)
+{
+    _Alignas(64) float row[128];
+    for (int64_t i = 0; i < rows; i++) {
+        memcpy(row, X + i * cols, sizeof(float) * (size_t)cols);
+        uint16_t *hi = (uint16_t *)(X + i * cols);
+        to_bf16_split(row, cols, 1, cols, hi, hi + cols, cols);
+    }
 }
 
 /* VNNI words of X [rows, cols] bf16 row-major: word (p, j) = X[2p][j] | X[2p+1][j] << 16; rows
@@ -205,9 +208,9 @@ static void bf16_state_end(const cpu_chunk_geom *g, float *S)
 static size_t bf16_scratch_floats(const cpu_chunk_geom *g)
 {
     const size_t Cp = (size_t)g->Cp, Kp = (size_t)g->Kp, ldv = (size_t)vnni_stride(g->Vp);
-    /* keys: K^T words for K K^T, K words for K^T; state: three V'-sized areas of words */
+    /* keys: K^T words for K K^T, K words for K^T; state: four V'-sized areas of words */
     const size_t keys = Kp * Cp / 2 + Cp * Kp / 2;
-    const size_t state = 3 * Cp / 2 * ldv;
+    const size_t state = 4 * Cp / 2 * ldv;
     return keys > state ? keys : state;
 }
 
@@ -264,7 +267,7 @@ static void bf16_prep_keys(const cpu_chunk_geom *g, cpu_chunk_keys *keys, float 
 }
 
 /* Record areas (cpu.h): U holds the values as loaded, P the gated masked q.k
- * as bf16, T = (I + A)^-1 as hi then lo bf16, and rows four per-row factors: -beta_i e^G_i /
+ * as bf16 rows of hi then lo parts (rows_to_bf16_split), T = (I + A)^-1 as hi then lo bf16, and rows four per-row factors: -beta_i e^G_i /
  * ||k_i|| (the residual's), scale e^G_i / ||q_i|| (the output's), e^(G_last - G_m) / ||k_m||
  * (the state update's) and beta_i (the values'). Every operand that is rounded to bf16 is either
  * an exact input or a quantity that no later step subtracts from a larger one. */
@@ -279,7 +282,7 @@ static void bf16_prep(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_c
     gate_and_mask(g, keys, in, eg, rec->P);
     unit_lower_inverse(in->A, in->Tinv, Cp);
     to_bf16_split(in->Tinv, Cp, Cp, Cp, Th, Tl, Cp);
-    to_bf16(rec->P, Cp, Cp, Cp, (uint16_t *)rec->P, Cp);
+    rows_to_bf16_split(rec->P, Cp, Cp);
     float *res = rec->rows, *out = res + Cp, *upd = out + Cp, *beta = upd + Cp;
     decay_to_end(in->G, Cp, upd);
     for (int64_t i = 0; i < Cp; i += LANES) {
@@ -314,13 +317,13 @@ static void residual_to_vnni(const float *V, const float *X, int64_t ld, int64_t
     }
 }
 
-/* One sweep over V' (Vd [rows, cols], ld): its VNNI words rounded once into vw (for P V'), those of
- * u diag(upd) V' as hi + lo parts (for the update; u undoes the state's lazy scale), and O's rows
+/* One sweep over V' (Vd [rows, cols], ld): its VNNI words as hi + lo parts (vh, vl: for P V'),
+ * those of u diag(upd) V' too (hi, lo: for the update; u undoes the state's lazy scale), and O's rows
  * O = diag(out) (x O) (x: the state's lazy scale, as in residual_to_vnni) before P V' adds to
  * it. */
 static void finish_values(const float *Vd, float *O, int64_t ld, int64_t rows, int64_t cols,
-                          const float *out, float x, const float *upd, float u, uint32_t *vw,
-                          uint32_t *hi, uint32_t *lo, int64_t ldv)
+                          const float *out, float x, const float *upd, float u, uint32_t *vh,
+                          uint32_t *vl, uint32_t *hi, uint32_t *lo, int64_t ldv)
 {
     const __m512 xs = _mm512_set1_ps(x), us = _mm512_set1_ps(u);
     for (int64_t p = 0; p < rows / 2; p++) {
@@ -330,7 +333,7 @@ static void finish_values(const float *Vd, float *O, int64_t ld, int64_t rows, i
         float *y0 = O + 2 * p * ld, *y1 = y0 + ld;
         for (int64_t j = 0; j < cols; j += 16) {
             const __m512 v0 = _mm512_loadu_ps(x0 + j), v1 = _mm512_loadu_ps(x1 + j);
-            _mm512_storeu_si512(vw + p * ldv + j, vnni_words(v0, v1));
+            vnni_split_pair(v0, v1, vh + p * ldv + j, vl + p * ldv + j);
             vnni_split_pair(_mm512_mul_ps(us, _mm512_mul_ps(u0, v0)),
                             _mm512_mul_ps(us, _mm512_mul_ps(u1, v1)), hi + p * ldv + j,
                             lo + p * ldv + j);
@@ -347,9 +350,9 @@ static void finish_values(const float *Vd, float *O, int64_t ld, int64_t rows, i
 static bool lazy_scale_ok(float x) { return x >= 0x1p-60f && x <= 0x1p60f; }
 
 /* V' = T R with R = diag(beta) V + diag(res) K S, O = diag(out) Q S + P V',
- * S = decay S + K^T diag(upd) V' (the factors of bf16_prep). R and diag(upd) V' enter as hi + lo
- * parts: they carry the state from chunk to chunk, and with them it keeps close to f32
- * accuracy; P V' feeds only this chunk's outputs and takes V' rounded once. The state stands
+ * S = decay S + K^T diag(upd) V' (the factors of bf16_prep). R, V' and diag(upd) V' enter as
+ * hi + lo parts: the first two carry the state from chunk to chunk, and with them it keeps
+ * close to f32 accuracy; V' (with P's hi + lo) keeps a short chunk's outputs there too. The state stands
  * for sig S (head_extra): the decay makes the new scale next = sig decay, and the update adds
  * K^T diag(upd) V' / next to S (or, when next would leave [2^-60, 2^60], S becomes
  * next S + K^T diag(upd) V' and the scale 1); its hi + lo words are made panel by panel as the
@@ -364,9 +367,9 @@ static void bf16_state(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_
     const bool lazy = lazy_scale_ok(next);
     const uint32_t *Sh = e.hi + c0, *Sl = e.lo + c0;
     uint32_t *Xh = (uint32_t *)scratch, *Xl = Xh + Cp / 2 * ldv; /* R, then diag(upd) V' */
-    uint32_t *Vw = Xl + Cp / 2 * ldv;                            /* V' rounded */
+    uint32_t *Vh = Xl + Cp / 2 * ldv, *Vl = Vh + Cp / 2 * ldv;   /* V' */
     const uint16_t *K16 = (const uint16_t *)keys->K, *Q16 = (const uint16_t *)keys->Q;
-    const uint16_t *P16 = (const uint16_t *)rec->P, *KT16 = (const uint16_t *)keys->KT;
+    const uint16_t *Ph = (const uint16_t *)rec->P, *KT16 = (const uint16_t *)keys->KT;
     const uint16_t *Th = (const uint16_t *)rec->T, *Tl = Th + Cp * Cp;
     const float *res = rec->rows, *out = res + Cp, *upd = out + Cp, *beta = upd + Cp;
     float *U = rec->U + c0; /* the values, then V' */
@@ -380,9 +383,11 @@ static void bf16_state(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_
     bf16_gemm(Cp, nc, tr, 2, NULL, 0, U, ldf, A_LOWER); /* V' = T R */
     const bf16_term qs = {Q16, Kp, {Sh, Sl}, 2, e.ldv, Kp};
     bf16_gemm(Cp, nc, &qs, 1, NULL, 0, O, ldf, 0);
-    finish_values(U, O, ldf, Cp, nc, out, sig, upd, lazy ? 1.0f / next : 1.0f, Vw, Xh, Xl, ldv);
-    const bf16_term pv = {P16, Cp, {Vw, NULL}, 1, ldv, Cp};
-    bf16_gemm(Cp, nc, &pv, 1, O, ldf, O, ldf, A_LOWER); /* O = diag(out) Q S + P V' */
+    finish_values(U, O, ldf, Cp, nc, out, sig, upd, lazy ? 1.0f / next : 1.0f, Vh, Vl, Xh, Xl,
+                  ldv);
+    const bf16_term pv[2] = {{Ph, 2 * Cp, {Vh, Vl}, 2, ldv, Cp},
+                             {Ph + Cp, 2 * Cp, {Vh, NULL}, 1, ldv, Cp}};
+    bf16_gemm(Cp, nc, pv, 2, O, ldf, O, ldf, A_LOWER); /* O = diag(out) Q S + P V' */
     for (int64_t j = 0; j < nc; j += 32) { /* the update (above), then the panel's words */
         const bf16_term kv = {KT16, Cp, {Xh + j, Xl + j}, 2, ldv, Cp};
         if (!lazy) /* the panel then waits in L1 for the update */
