@@ -6,13 +6,14 @@
  *     untouched;
  *   - the chunked form (tensor cores) against the reference and against the recurrent kernel:
  *     T below, at and past the chunk and not a multiple of it, varlen with empty and one-token
- *     sequences, the same options drawn at random; f32 inputs to 1e-5, bf16/f16 inputs to 5e-3;
+ *     sequences, the same options drawn at random; f32 inputs to 1e-5, bf16/f16 inputs' f32
+ *     outputs and states to 5e-5 (TC16_TOL), 16-bit outputs to 5e-3;
  *   - the same with each sequence split into segments of forced lengths (16-bit inputs), against
  *     the reference and the unsplit form;
  *   - one-token f32 outputs whose q.k cancels, held to the error of an f32 dot product;
  *   - odd value widths without a pool (V = 1 to 127, every input with every output dtype): the
  *     stores' and loads' element-wise fallbacks, unsplit and split;
- *   - long memory (values the state predicts): the state within 1e-4 for 16-bit inputs, split
+ *   - long memory (values the state predicts): the state within 5e-5 for 16-bit inputs, split
  *     or not;
  *   - a whole decode step (conv update, gating, L2 norm, delta rule) captured into a CUDA graph
  *     and replayed gives the same bytes as running it eagerly, on a non-default stream;
@@ -27,6 +28,23 @@
 TEST_DEFINE_COUNTERS
 
 static gdn_context *cuda, *ref;
+
+/* Bars against the float64 reference (SPEC section 8). f32 inputs: 1e-5. bf16/f16 inputs on
+ * tensor cores: f32 outputs and states to TC16_TOL, five times the 1e-5 they measure at worst
+ * (H100, 1100 random problems like these, long memory among them), as every operand but the
+ * exact q and k enters the products as hi + lo parts; with Aqk and V' of the output's Aqk V'
+ * rounded once (earlier kernels) the outputs measured 2e-3 on average. A 16-bit output to 5e-3,
+ * which covers its own rounding. */
+#define TC16_TOL 5e-5
+
+static double out_bar(const delta_config *f)
+{
+    if (f->out_dtype != GDN_F32)
+        return 5e-3;
+    return f->dtype == GDN_F32 ? 1e-5 : TC16_TOL;
+}
+
+static double state_bar(const delta_config *f) { return f->dtype == GDN_F32 ? 1e-5 : TC16_TOL; }
 
 static gdn_status run_on_device(delta_case *c, gdn_algorithm algo)
 {
@@ -122,9 +140,8 @@ static void test_recurrent(rng *r)
     }
 }
 
-/* The chunked form: f32 inputs run split-tf32 products (1e-5 bar); bf16/f16 inputs run 16-bit
- * tensor-core products (the state, W, T and the right operands as hi + lo parts, U in f32; Aqk
- * and the output's V' rounded once): the 5e-3 bar. */
+/* The chunked form: f32 inputs run split-tf32 products; bf16/f16 inputs run 16-bit tensor-core
+ * products (every operand but q and k as hi + lo parts, U in f32). out_bar and state_bar. */
 static void test_chunked(rng *r)
 {
     static const int64_t ks[] = {16, 64, 96, 128}, vs[] = {16, 36, 128};
@@ -150,8 +167,7 @@ static void test_chunked(rng *r)
         f.out_dtype = i % 3 ? GDN_F32 : f.dtype;
         delta_case c;
         delta_case_init(&c, &f, r);
-        const double tol = f.dtype == GDN_F32 && f.out_dtype == GDN_F32 ? 1e-5 : 5e-3;
-        const double state_tol = f.dtype == GDN_F32 ? 1e-5 : 5e-3;
+        const double tol = out_bar(&f), state_tol = state_bar(&f);
         CHECK_OK(delta_case_run(ref, &c, GDN_ALGO_RECURRENT), ref);
         delta_result want = keep_result(&c);
         compare_device(&c, GDN_ALGO_CHUNKED, &want, tol, state_tol, "chunked vs ref");
@@ -194,9 +210,10 @@ static void test_chunked_split(rng *r)
         f.out_dtype = i % 3 ? GDN_F32 : f.dtype;
         delta_case c;
         delta_case_init(&c, &f, r);
+        const double tol = out_bar(&f), state_tol = state_bar(&f);
         CHECK_OK(delta_case_run(ref, &c, GDN_ALGO_RECURRENT), ref);
         delta_result want = keep_result(&c);
-        compare_device(&c, GDN_ALGO_CHUNKED, &want, 5e-3, 5e-3, "chunked (unsplit) vs ref");
+        compare_device(&c, GDN_ALGO_CHUNKED, &want, tol, state_tol, "chunked (unsplit) vs ref");
         delta_result whole = keep_result(&c);
         char segc[8];
         snprintf(segc, sizeof segc, "%d", (int[]){1, 2, 3, 5}[i % 4]);
@@ -205,10 +222,10 @@ static void test_chunked_split(rng *r)
         setenv("GDN_CUDA_STITCH_COLS", cols, 1);
         char what[80];
         snprintf(what, sizeof what, "chunked, %s-chunk segments, stitch by %s, vs ref", segc, cols);
-        compare_device(&c, GDN_ALGO_CHUNKED, &want, 5e-3, 5e-3, what);
+        compare_device(&c, GDN_ALGO_CHUNKED, &want, tol, state_tol, what);
         snprintf(what, sizeof what, "chunked, %s-chunk segments, stitch by %s, vs unsplit", segc,
                  cols);
-        compare_device(&c, GDN_ALGO_CHUNKED, &whole, 5e-3, 5e-3, what);
+        compare_device(&c, GDN_ALGO_CHUNKED, &whole, tol, state_tol, what);
         unsetenv("GDN_CUDA_STITCH_COLS");
         unsetenv("GDN_CUDA_SEGMENT_CHUNKS");
         result_free(&whole);
@@ -248,7 +265,7 @@ static void test_chunked_odd_v(rng *r)
         f.out_dtype = dts[i / 3 % 3];
         delta_case c;
         delta_case_init(&c, &f, r);
-        const double tol = f.dtype == GDN_F32 && f.out_dtype == GDN_F32 ? 1e-5 : 5e-3;
+        const double tol = out_bar(&f);
         CHECK_OK(delta_case_run(ref, &c, GDN_ALGO_RECURRENT), ref);
         delta_result want = keep_result(&c);
         compare_device(&c, GDN_ALGO_CHUNKED, &want, tol, tol, "chunked vs ref, odd V");
@@ -287,15 +304,14 @@ static void test_cancelling_dots(rng *r)
  * operands rounded once, bf16 states measured 1.4e-3 to 2.9e-3 off on these cases; with them as
  * hi + lo parts but the inverse T rounded once, 1e-4 to 1.4e-3 (a 1e-3 bar failed about one fresh
  * seed in twenty, e.g. GDN_SEED=2038890382352874758); with T split too, 1.7e-6 to 7.8e-6 (H200).
- * 16-bit states are held to 1e-4 here, so a return of any single rounding fails (outputs keep
- * 5e-3: Aqk V' rounds V' once); f32 to 1e-5. Unsplit and in 3-chunk segments. */
+ * 16-bit inputs' states and f32 outputs are held to TC16_TOL here, so a return of any single
+ * rounding fails; f32 to 1e-5. Unsplit and in 3-chunk segments. */
 static void test_long_memory(rng *r)
 {
     for (int i = 0; i < 6; i++) {
         delta_config f = delta_config_long_memory(i, r);
         f.dtype = i < 3 ? GDN_BF16 : i % 2 ? GDN_F16 : GDN_F32;
-        const bool f32 = f.dtype == GDN_F32;
-        const double tol = f32 ? 1e-5 : 5e-3, state_tol = f32 ? 1e-5 : 1e-4;
+        const double tol = out_bar(&f), state_tol = state_bar(&f);
         delta_case c;
         delta_case_init(&c, &f, r);
         CHECK_OK(delta_case_run(ref, &c, GDN_ALGO_RECURRENT), ref);

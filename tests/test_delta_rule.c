@@ -564,7 +564,7 @@ int main(void)
         return test_summary("delta_rule");
     on_ref = gdn_context_backend(ctx) == GDN_BACKEND_REF;
     /* f32 bars here: step down to a level whose bf16 inputs run the f32 kernels (test_cpu holds
-     * the bf16 products, AMX and AVX512-BF16, to 5e-3) */
+     * the bf16 products, AMX and AVX512-BF16, to 5e-5) */
     while (gdn_context_cpu_bf16_products(ctx) != GDN_BF16_PRODUCTS_F32) {
         gdn_context_options o = gdn_context_default_options();
         o.backend = GDN_BACKEND_CPU;

@@ -266,11 +266,12 @@ static void bf16_prep_keys(const cpu_chunk_geom *g, cpu_chunk_keys *keys, float 
     transpose_words(Kw, Cp / 2, Kp, (uint32_t *)keys->KT);
 }
 
-/* Record areas (cpu.h): U holds the values as loaded, P the gated masked q.k
- * as bf16 rows of hi then lo parts (rows_to_bf16_split), T = (I + A)^-1 as hi then lo bf16, and rows four per-row factors: -beta_i e^G_i /
- * ||k_i|| (the residual's), scale e^G_i / ||q_i|| (the output's), e^(G_last - G_m) / ||k_m||
- * (the state update's) and beta_i (the values'). Every operand that is rounded to bf16 is either
- * an exact input or a quantity that no later step subtracts from a larger one. */
+/* Record areas (cpu.h): U holds the values as loaded, P the gated masked q.k as bf16 rows of hi
+ * then lo parts (rows_to_bf16_split), T = (I + A)^-1 as hi then lo bf16, and rows four per-row
+ * factors: -beta_i e^G_i / ||k_i|| (the residual's), scale e^G_i / ||q_i|| (the output's),
+ * e^(G_last - G_m) / ||k_m|| (the state update's) and beta_i (the values'). Every operand that
+ * is rounded to bf16 is either an exact input or a quantity that no later step subtracts from a
+ * larger one. */
 static void bf16_prep(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_chunk_inputs *in,
                       cpu_chunk_record *rec, float *scratch)
 {
@@ -318,9 +319,9 @@ static void residual_to_vnni(const float *V, const float *X, int64_t ld, int64_t
 }
 
 /* One sweep over V' (Vd [rows, cols], ld): its VNNI words as hi + lo parts (vh, vl: for P V'),
- * those of u diag(upd) V' too (hi, lo: for the update; u undoes the state's lazy scale), and O's rows
- * O = diag(out) (x O) (x: the state's lazy scale, as in residual_to_vnni) before P V' adds to
- * it. */
+ * those of u diag(upd) V' too (hi, lo: for the update; u undoes the state's lazy scale), and
+ * O's rows O = diag(out) (x O) (x: the state's lazy scale, as in residual_to_vnni) before P V'
+ * adds to it. */
 static void finish_values(const float *Vd, float *O, int64_t ld, int64_t rows, int64_t cols,
                           const float *out, float x, const float *upd, float u, uint32_t *vh,
                           uint32_t *vl, uint32_t *hi, uint32_t *lo, int64_t ldv)
@@ -350,10 +351,10 @@ static void finish_values(const float *Vd, float *O, int64_t ld, int64_t rows, i
 static bool lazy_scale_ok(float x) { return x >= 0x1p-60f && x <= 0x1p60f; }
 
 /* V' = T R with R = diag(beta) V + diag(res) K S, O = diag(out) Q S + P V',
- * S = decay S + K^T diag(upd) V' (the factors of bf16_prep). R, V' and diag(upd) V' enter as
- * hi + lo parts: the first two carry the state from chunk to chunk, and with them it keeps
- * close to f32 accuracy; V' (with P's hi + lo) keeps a short chunk's outputs there too. The state stands
- * for sig S (head_extra): the decay makes the new scale next = sig decay, and the update adds
+ * S = decay S + K^T diag(upd) V' (the factors of bf16_prep). Every operand but the exact
+ * q and k enters as hi + lo parts: R and diag(upd) V' carry the state from chunk to chunk,
+ * which with them keeps close to f32 accuracy, and P and V' give the outputs the same. The state stands for sig S
+ * (head_extra): the decay makes the new scale next = sig decay, and the update adds
  * K^T diag(upd) V' / next to S (or, when next would leave [2^-60, 2^60], S becomes
  * next S + K^T diag(upd) V' and the scale 1); its hi + lo words are made panel by panel as the
  * update leaves S. */

@@ -20,7 +20,7 @@
 //      (two more launches: their maps, then a stitch; "sequence splitting" below).
 // The precision policy follows the input dtype (cuda_mma.cuh): bf16 and f16 operands with f32
 // accumulation, f32 inputs as split tf32. The state and U are always f32; W, Q', K', Aqk and V'
-// are stored in the policy's type (bf16/f16/f32), W on the 16-bit path as hi + lo parts.
+// are stored in the policy's type (bf16/f16/f32), W and Aqk on the 16-bit path as hi + lo parts.
 //
 // f32 inputs run the kernels above (chunk_prep, chunk_state: generic fragment loads, 4 warps).
 // bf16/f16 inputs run chunk_prep_tc and chunk_state_tc, the same steps built for speed: ldmatrix
@@ -35,10 +35,15 @@
 // (scale e^G for Q, e^(G_last - G) for K) applied to f32 results; W's and U's right operands
 // (beta e^G k, beta v) and W itself go as hi + lo 16-bit parts, U stays f32; the state enters
 // W S and Q S as hi + lo, and the update's scaled V' too; so does the inverse T in W and U (an
-// ill-conditioned chunk makes T's entries large and V' = T (...) a cancellation too). Only Aqk
-// and V' of the output's Aqk V' are rounded once. Measured on long-memory cases (H200): state
-// errors from 1.4e-3 to 2.9e-3 with single-rounded operands; 1e-4 to 1.4e-3 with all but T
-// split; 1.7e-6 to 7.8e-6 with T split too.
+// ill-conditioned chunk makes T's entries large and V' = T (...) a cancellation too). Measured on
+// long-memory cases (H200): state errors from 1.4e-3 to 2.9e-3 with single-rounded operands;
+// 1e-4 to 1.4e-3 with all but T split; 1.7e-6 to 7.8e-6 with T split too. The output's Aqk V'
+// takes both as hi + lo too (all but lo x lo). Rounded once, they left f32 outputs 2.1e-3 off
+// float64 on average (H100, random problems), and bf16 outputs of one-token problems, one
+// product with no sum to average its roundings, past the 5e-3 bar in 4 to 6 of 1500; as hi + lo
+// 4.7e-6 on average and 1e-5 at worst, for 3-6% more time on the prefill rows. Keeping only
+// the diagonal 16 x 16 blocks as hi + lo was slower (a runtime branch in the mma.sync pass, and
+// wgmma serialized on the narrow products) and 130 times less accurate.
 #include "cuda_common.cuh"
 #include "cuda_mma.cuh"
 #include "cuda_wgmma.cuh"
@@ -62,18 +67,18 @@ __host__ __device__ constexpr int64_t round_up(int64_t x, int64_t m)
 // Chunks of a run of `tokens` tokens, the last one partial.
 __host__ __device__ constexpr int64_t chunks_for(int64_t tokens) { return (tokens + kC - 1) / kC; }
 
-// chunk_state_tc's shared memory for K <= KP and a 16-bit type of es bytes: two stages of W
-// (hi, lo), Q, K, U (f32), Aqk; V'; the update's scaled V' (hi, lo); two 16-bit copies of S
-// (hi, lo). A compile-time constant in the kernel, so every shared address is a per-thread base
-// plus an immediate; dims_for copies it for the host. On the 16-bit path the workspace holds each
-// chunk's W, W lo, Q, K and Aqk with the same padded rows, and U as 32-column tiles (u_index),
-// so a stage's parts arrive by one linear copy each. Rows of W, Q, K (KP wide) and
-// Aqk (64 wide) that are a multiple of 128 bytes go unpadded with their 16-byte pieces swizzled
+// chunk_state_tc's shared memory for K <= KP and a 16-bit type of es bytes: two stages of W (hi,
+// lo), Q, K, U (f32), Aqk (hi, lo); V' (hi, lo); the update's scaled V' (hi, lo); two 16-bit copies
+// of S (hi, lo). A compile-time constant in the kernel, so every shared address is a per-thread
+// base plus an immediate; dims_for copies it for the host. On the 16-bit path the workspace holds
+// each chunk's W, W lo, Q, K and Aqk (hi, lo) with the same padded rows, and U as 32-column tiles
+// (u_index), so a stage's parts arrive by one linear copy each. Rows of W, Q, K (KP wide) and Aqk
+// (64 wide) that are a multiple of 128 bytes go unpadded with their 16-byte pieces swizzled
 // (tile_at in cuda_mma.cuh): ldmatrix reads them without bank conflicts, and every row is whole
-// 32-byte sectors. Other widths (KP = 32, 96) get 32-byte pads: with 16-byte pads half the
-// sectors the preparation wrote were shared by two rows, and its time went from 360 to 550-600 us
-// (measured, T = 8192, HV = 32); 32-byte pads cost 2-way conflicts in ldmatrix instead (the
-// state pass of K = 128 took 406 us with them, against 344 us with the conflict-free 16-byte pads).
+// 32-byte sectors. Other widths (KP = 32, 96) get 32-byte pads: with 16-byte pads half the sectors
+// the preparation wrote were shared by two rows, and its time went from 360 to 550-600 us
+// (measured, T = 8192, HV = 32); 32-byte pads cost 2-way conflicts in ldmatrix instead (the state
+// pass of K = 128 took 406 us with them, against 344 us with the conflict-free 16-byte pads).
 // Element (r, c) of a U tile (64 rows of 32 f32, unpadded) in the 16-bit path's workspace and
 // stages: each row's 8-float groups XOR-swizzled by (r / 2) % 4. The state passes and the
 // preparation touch U in accumulator layouts, a warp at once on 8 consecutive rows (pairs of
@@ -100,9 +105,10 @@ __host__ __device__ constexpr int tc_ld(int n, int es)
     return tc_swizzled(n, es) ? n : n + 32 / es;
 }
 // Bytes per (chunk, value head) of the 16-bit path's workspace arrays: W, W lo, Q, K (rows of
-// ldk); Aqk (rows of ldq); U (VP / 32 tiles of 64 rows of 32 floats, u_index).
+// ldk); Aqk's hi and its lo part (rows of ldq, the lo block right after the hi one); U (VP / 32
+// tiles of 64 rows of 32 floats, u_index).
 __host__ __device__ constexpr int tc_key_block(int KP, int es) { return kC * tc_ld(KP, es) * es; }
-__host__ __device__ constexpr int tc_aq_block(int es) { return kC * tc_ld(kC, es) * es; }
+__host__ __device__ constexpr int tc_aq_block(int es) { return 2 * kC * tc_ld(kC, es) * es; }
 __host__ __device__ constexpr int tc_u_tile() { return kC * kVT * 4; }
 
 __host__ __device__ constexpr tc_layout tc_layout_for(int KP, int es)
@@ -115,9 +121,9 @@ __host__ __device__ constexpr tc_layout tc_layout_for(int KP, int es)
     L.k = L.q + round_up(kC * L.ldk * es, 16);
     L.u = L.k + round_up(kC * L.ldk * es, 16);
     L.a = L.u + round_up(tc_u_tile(), 16);
-    L.stage = L.a + round_up(kC * L.ldq * es, 16);
+    L.stage = L.a + round_up(tc_aq_block(es), 16);
     L.vn = 2 * L.stage;
-    L.vk = L.vn + round_up(kC * L.ldu * es, 16);
+    L.vk = L.vn + round_up(2 * kC * L.ldu * es, 16);
     L.sb = L.vk + round_up(2 * kC * L.ldu * es, 16);
     L.bytes = L.sb + round_up(2 * KP * L.ldu * es, 16);
     return L;
@@ -1142,10 +1148,11 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
             constexpr int ldq = tc_ld(kC, sizeof(E));
             constexpr bool qswz = tc_swizzled(kC, sizeof(E));
             E *aq = static_cast<E *>(p.Aq) + ch * (tc_aq_block(sizeof(E)) / (int)sizeof(E));
+            E *aql = aq + kC * ldq; // the lo part
             // 16 x 16 blocks, 16 bytes a lane through the warp's scratch
 #pragma unroll
             for (int b = 0; b < 4; b++) {
-                unsigned pw[2][2];
+                unsigned hw[2][2], lw[2][2];
 #pragma unroll
                 for (int j = 0; j < 2; j++)
 #pragma unroll
@@ -1158,10 +1165,11 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
                         const float y = cc + 1 <= r ? f * Ik[cc + 1] * acc[jt][e + 1] *
                                                           __expf(Gs[r] - Gs[cc + 1])
                                                     : 0.0f;
-                        pw[j][h] = P::pack(x, y);
+                        split_pair<P>(x, y, hw[j][h], lw[j][h]);
                     }
-                store_block16<qswz>(aq, ldq, m0, 16 * b, pw,
-                                    reinterpret_cast<unsigned char *>(scratch));
+                unsigned char *stage = reinterpret_cast<unsigned char *>(scratch);
+                store_block16<qswz>(aq, ldq, m0, 16 * b, hw, stage);
+                store_block16<qswz>(aql, ldq, m0, 16 * b, lw, stage + 512);
             }
             zero_upper_blocks(Tm, L.ldf); // for W and U's products, which read T whole
             if (first_of_key_head(p, hv)) // and Q and K as they came go to the workspace
@@ -1234,13 +1242,13 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
 // ---- the state pass on 16-bit tensor cores -------------------------------------------------
 //
 // The same pass as chunk_state for bf16/f16 inputs, built for the sequential chain: 8 warps;
-// the chunk's W (hi and lo), Q, K', U (f32) and Aqk come in one chunk ahead (two stages, shared
-// layout fixed at compile time; one bulk copy per part on sm_90, cp.async elsewhere), its decay
-// and row factors into registers one chunk ahead too; every operand reaches the tensor cores by
-// ldmatrix; the f32 state lives in registers (warp w owns state rows 16w..16w+15, all 32
-// columns) and its 16-bit copy is rewritten after each chunk (three barriers a chunk: loads in,
-// V' done, state reads done). Warp w computes rows 16 (w % 4).. of V' and O, columns
-// 16 (w / 4)..
+// the chunk's W, Q, K', U (f32) and Aqk (W and Aqk as hi and lo) come in one chunk ahead (two
+// stages, shared layout fixed at compile time; one bulk copy per part on sm_90, cp.async
+// elsewhere), its decay and row factors into registers one chunk ahead too; every operand
+// reaches the tensor cores by ldmatrix; the f32 state lives in registers (warp w owns state
+// rows 16w..16w+15, all 32 columns) and its 16-bit copy is rewritten after each chunk (three
+// barriers a chunk: loads in, V' done, state reads done). Warp w computes rows 16 (w % 4).. of
+// V' and O, columns 16 (w / 4)..
 
 constexpr int kTcThreads = 256;
 
@@ -1652,7 +1660,8 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
     const ck_dims &d = p.d;
     constexpr tc_layout L = tc_layout_for(KP, sizeof(E));
     constexpr bool kswz = tc_swizzled(KP, sizeof(E)), qswz = tc_swizzled(kC, sizeof(E));
-    E *Vn = reinterpret_cast<E *>(smem + L.vn);
+    // V' as hi + lo, the output's right operand
+    E *const Vn = reinterpret_cast<E *>(smem + L.vn), *const Vnl = Vn + kC * L.ldu;
     // diag(e^(G_last - G) / ||k||) V' as hi + lo: the state update's right operand, whose single
     // rounding would land in the state every chunk (with long memory, ~1e-3 of it)
     E *const Vkh = reinterpret_cast<E *>(smem + L.vk), *const Vkl = Vkh + kC * L.ldu;
@@ -1723,7 +1732,7 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
         const E *Ks = reinterpret_cast<const E *>(stg + L.k);
         const E *Wls = reinterpret_cast<const E *>(stg + L.wl);
         const float *Us = reinterpret_cast<const float *>(stg + L.u);
-        const E *As = reinterpret_cast<const E *>(stg + L.a);
+        const E *As = reinterpret_cast<const E *>(stg + L.a), *Als = As + kC * L.ldq;
         if constexpr (kBulkStage)
             mbar_wait(bar0 + 8 * (unsigned)(j & 1), (unsigned)(j >> 1) & 1u);
         else
@@ -1762,7 +1771,7 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
                                             : *reinterpret_cast<const float2 *>(Us + u_index(r, c));
                     const float x = u.x - acc[jt][e], y = u.y - acc[jt][e + 1];
                     const float f = e == 0 ? ek0 : ek8;
-                    store_pair(Vn + r * L.ldu + c, x, y);
+                    store_pair_split<P>(Vn + r * L.ldu + c, Vnl + r * L.ldu + c, x, y);
                     store_pair_split<P>(Vkh + r * L.ldu + c, Vkl + r * L.ldu + c, f * x, f * y);
                 }
         }
@@ -1805,9 +1814,14 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
                 acc[jt][2] *= eg8, acc[jt][3] *= eg8;
             }
 #pragma unroll
-            for (int k0 = 0; k0 < kC; k0 += 16) {
-                frag_a<qswz>(fa, As, L.ldq, 16 * mt, k0);
+            for (int k0 = 0; k0 < kC; k0 += 16) { // Aqk and V' as hi + lo, all but lo x lo
+                unsigned fbl[4];
                 frag_b2(fb, Vn, L.ldu, k0, 16 * nh);
+                frag_b2(fbl, Vnl, L.ldu, k0, 16 * nh);
+                frag_a<qswz>(fa, Als, L.ldq, 16 * mt, k0);
+                mma2<P>(acc[0], acc[1], fa, fb);
+                frag_a<qswz>(fa, As, L.ldq, 16 * mt, k0);
+                mma2<P>(acc[0], acc[1], fa, fbl);
                 mma2<P>(acc[0], acc[1], fa, fb);
             }
             store_out_tile<P>(a.out, s.row, tok0, hv, 16 * mt, len, v0 + 16 * nh, (int)p.V, acc);
@@ -1845,7 +1859,7 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
 // one warpgroup per 64 value columns of a head, built on wgmma (cuda_wgmma.cuh). It runs the
 // pass transposed, so that the state is the products' left operand and stays in registers:
 //   V'^T = U^T - S^T W^T        (S^T: 64 value rows x KP, hi + lo; W, W lo from the stage)
-//   O^T  = (S^T Q^T) diag(scale e^G / ||q||) + V'^T Aqk^T
+//   O^T  = (S^T Q^T) diag(scale e^G / ||q||) + V'^T Aqk^T   (V' and Aqk as hi + lo)
 //   S^T <- e^G_last S^T + (V'^T diag(e^(G_last - G) / ||k||)) K   (the scaled V'^T as hi + lo)
 // Every left operand is an accumulator turned into A fragments in registers, every right operand
 // is read by the tensor cores from the stage (the 128-byte-swizzled panels the workspace holds),
@@ -1879,7 +1893,7 @@ __host__ __device__ constexpr wg_layout wg_layout_for(int KP, int NW)
     wg_layout L{};
     const int kb = kC * KP * 2; // a 16-bit key block (KP / 64 panels)
     L.wq = 0, L.wl = 2 * kb, L.k = 3 * kb, L.a = 4 * kb;
-    L.u = L.a + kC * kC * 2;
+    L.u = L.a + tc_aq_block(2); // Aqk hi, then lo
     L.ek = L.u + NW * kWgUBytes;
     L.eg = L.ek + kC * 4;
     L.used = L.eg + kC * 4;
@@ -2137,10 +2151,10 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1) chunk_state_wg(const ck_arg
             for (int i = 0; i < 32; i++)
                 acc[i] -= u[i];
         }
-        // V'^T as A fragments over the chunk's rows: once rounded for Aqk V', and scaled by the
-        // update's factor as hi + lo
+        // V'^T as A fragments over the chunk's rows: as hi + lo for Aqk V' (output pass), and
+        // scaled by the update's factor as hi + lo
         const float *ek = reinterpret_cast<const float *>(stg + L.ek);
-        unsigned vs[4][4], vh[4][4], vl[4][4];
+        unsigned vs[4][4], vsl[4][4], vh[4][4], vl[4][4];
 #pragma unroll
         for (int ks = 0; ks < 4; ks++)
 #pragma unroll
@@ -2148,7 +2162,8 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1) chunk_state_wg(const ck_arg
                 const int i = 8 * ks + 2 * q, c = 16 * ks + 8 * (q >> 1) + 2 * t;
                 const float2 f = *reinterpret_cast<const float2 *>(ek + c);
                 const float x = -acc[i], y = -acc[i + 1];
-                vs[ks][q] = P::pack(x, y);
+                if (OUT)
+                    split_pair<P>(x, y, vs[ks][q], vsl[ks][q]);
                 split_pair<P>(x * f.x, y * f.y, vh[ks][q], vl[ks][q]);
             }
         float *ot = acc + (OUT ? 32 : 0); // O^T (output pass)
@@ -2168,8 +2183,13 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1) chunk_state_wg(const ck_arg
             const uint64_t dk = wg_desc(sst + L.k + ks * 2048, kPanelBytes, 1024);
             wg_mma<P::is_f16, 1, 1, KP>(S, vh[ks], dk);
             wg_mma<P::is_f16, 1, 1, KP>(S, vl[ks], dk);
-            if (OUT)
-                wg_mma<P::is_f16, 1, 0, 64>(ot, vs[ks], wg_desc(sst + L.a + ks * 32, 16, 1024));
+            if (OUT) { // V'^T Aqk^T, both as hi + lo (all but lo x lo)
+                const uint64_t da = wg_desc(sst + L.a + ks * 32, 16, 1024);
+                const uint64_t dal = wg_desc(sst + L.a + kC * kC * 2 + ks * 32, 16, 1024);
+                wg_mma<P::is_f16, 1, 0, 64>(ot, vs[ks], dal);
+                wg_mma<P::is_f16, 1, 0, 64>(ot, vsl[ks], da);
+                wg_mma<P::is_f16, 1, 0, 64>(ot, vs[ks], da);
+            }
         }
         wg_commit_wait();
         if (OUT) {
