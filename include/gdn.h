@@ -144,10 +144,11 @@ typedef enum gdn_backend {
 /* CPU instruction-set level for the cpu backend (GDN_ISA_AUTO: the best the CPU and OS allow;
  * the environment variable GDN_CPU_ISA=scalar|avx2|avx512|amx overrides AUTO). GDN_ISA_AMX is the
  * avx512 kernels plus AMX tile products in the chunked delta rule for bf16 q/k/v (bf16 operands,
- * f32 accumulation and state: the bf16 bar, 5e-3); it needs AMX-BF16, a build with AMX support
- * and the OS's permission (asked for at context creation; refused: GDN_ERR_BACKEND). On CPUs with
- * AVX512-BF16, GDN_ISA_AVX512 can run those bf16 products as dot products instead (opt-in, see
- * gdn_context_cpu_bf16_products). */
+ * every one but the exact q and k as hi + lo parts, f32 accumulation and state: f32 outputs and
+ * states within 5e-5 of float64, bf16 outputs within the bf16 bar, 5e-3); it needs AMX-BF16, a
+ * build with AMX support and the OS's permission (asked for at context creation; refused:
+ * GDN_ERR_BACKEND). On CPUs with AVX512-BF16, GDN_ISA_AVX512 can run those bf16 products as dot
+ * products instead (opt-in, see gdn_context_cpu_bf16_products). */
 typedef enum gdn_cpu_isa {
     GDN_ISA_AUTO = 0,
     GDN_ISA_SCALAR = 1,
@@ -195,7 +196,7 @@ GDN_API int gdn_context_num_threads(const gdn_context *ctx);
 GDN_API gdn_cpu_isa gdn_context_cpu_isa(const gdn_context *ctx);
 
 /* How a cpu-backend context multiplies bf16 q, k, v in the chunked delta rule (all three bf16):
- * with bf16 products (bf16 operands, f32 accumulation and state; the bf16 bar, 5e-3) on AMX tiles
+ * with bf16 products (bf16 operands as for GDN_ISA_AMX, f32 accumulation and state) on AMX tiles
  * at the amx level, or by AVX512-BF16 dot products at the avx512 level when the CPU has them and
  * the environment variable GDN_CPU_BF16_DOT=1 asks for them at context creation (they measure
  * slower than the f32 kernels, so they are not the default); else in f32 on converted rows by
