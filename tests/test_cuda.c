@@ -31,7 +31,7 @@ static gdn_context *cuda, *ref;
 
 /* Bars against the float64 reference (SPEC section 8). f32 inputs: 1e-5. bf16/f16 inputs on
  * tensor cores: f32 outputs and states to TC16_TOL, five times the 1e-5 they measure at worst
- * (H100, 1100 random problems like these, long memory among them), as every operand but the
+ * (H100, 1230 random problems like these, long memory among them), as every operand but the
  * exact q and k enters the products as hi + lo parts; with Aqk and V' of the output's Aqk V'
  * rounded once (earlier kernels) the outputs measured 2e-3 on average. A 16-bit output to 5e-3,
  * which covers its own rounding. */

@@ -351,10 +351,10 @@ static void finish_values(const float *Vd, float *O, int64_t ld, int64_t rows, i
 static bool lazy_scale_ok(float x) { return x >= 0x1p-60f && x <= 0x1p60f; }
 
 /* V' = T R with R = diag(beta) V + diag(res) K S, O = diag(out) Q S + P V',
- * S = decay S + K^T diag(upd) V' (the factors of bf16_prep). Every operand but the exact
- * q and k enters as hi + lo parts: R and diag(upd) V' carry the state from chunk to chunk,
- * which with them keeps close to f32 accuracy, and P and V' give the outputs the same. The state stands for sig S
- * (head_extra): the decay makes the new scale next = sig decay, and the update adds
+ * S = decay S + K^T diag(upd) V' (the factors of bf16_prep). Every operand but the exact q and
+ * k enters as hi + lo parts: R and diag(upd) V' carry the state from chunk to chunk, which with
+ * them keeps close to f32 accuracy, and P and V' give the outputs the same. The state stands
+ * for sig S (head_extra): the decay makes the new scale next = sig decay, and the update adds
  * K^T diag(upd) V' / next to S (or, when next would leave [2^-60, 2^60], S becomes
  * next S + K^T diag(upd) V' and the scale 1); its hi + lo words are made panel by panel as the
  * update leaves S. */
