@@ -108,7 +108,8 @@ __host__ __device__ constexpr int tc_ld(int n, int es)
 // ldk); Aqk's hi and its lo part (rows of ldq, the lo block right after the hi one); U (VP / 32
 // tiles of 64 rows of 32 floats, u_index).
 __host__ __device__ constexpr int tc_key_block(int KP, int es) { return kC * tc_ld(KP, es) * es; }
-__host__ __device__ constexpr int tc_aq_block(int es) { return 2 * kC * tc_ld(kC, es) * es; }
+__host__ __device__ constexpr int tc_aq_part(int es) { return kC * tc_ld(kC, es) * es; } // hi or lo
+__host__ __device__ constexpr int tc_aq_block(int es) { return 2 * tc_aq_part(es); }
 __host__ __device__ constexpr int tc_u_tile() { return kC * kVT * 4; }
 
 __host__ __device__ constexpr tc_layout tc_layout_for(int KP, int es)
@@ -1148,7 +1149,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
             constexpr int ldq = tc_ld(kC, sizeof(E));
             constexpr bool qswz = tc_swizzled(kC, sizeof(E));
             E *aq = static_cast<E *>(p.Aq) + ch * (tc_aq_block(sizeof(E)) / (int)sizeof(E));
-            E *aql = aq + kC * ldq; // the lo part
+            E *aql = aq + tc_aq_part(sizeof(E)) / (int)sizeof(E); // the lo part
             // 16 x 16 blocks, 16 bytes a lane through the warp's scratch
 #pragma unroll
             for (int b = 0; b < 4; b++) {
@@ -1732,7 +1733,8 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
         const E *Ks = reinterpret_cast<const E *>(stg + L.k);
         const E *Wls = reinterpret_cast<const E *>(stg + L.wl);
         const float *Us = reinterpret_cast<const float *>(stg + L.u);
-        const E *As = reinterpret_cast<const E *>(stg + L.a), *Als = As + kC * L.ldq;
+        const E *As = reinterpret_cast<const E *>(stg + L.a);
+        const E *Als = reinterpret_cast<const E *>(stg + L.a + tc_aq_part(sizeof(E)));
         if constexpr (kBulkStage)
             mbar_wait(bar0 + 8 * (unsigned)(j & 1), (unsigned)(j >> 1) & 1u);
         else
@@ -2185,7 +2187,7 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1) chunk_state_wg(const ck_arg
             wg_mma<P::is_f16, 1, 1, KP>(S, vl[ks], dk);
             if (OUT) { // V'^T Aqk^T, both as hi + lo (all but lo x lo)
                 const uint64_t da = wg_desc(sst + L.a + ks * 32, 16, 1024);
-                const uint64_t dal = wg_desc(sst + L.a + kC * kC * 2 + ks * 32, 16, 1024);
+                const uint64_t dal = wg_desc(sst + L.a + tc_aq_part(2) + ks * 32, 16, 1024);
                 wg_mma<P::is_f16, 1, 0, 64>(ot, vs[ks], dal);
                 wg_mma<P::is_f16, 1, 0, 64>(ot, vsl[ks], da);
                 wg_mma<P::is_f16, 1, 0, 64>(ot, vs[ks], da);
