@@ -341,14 +341,14 @@ void delta_case_describe(const delta_case *c, char *buf, size_t n)
              f->predictable ? " predictable" : "");
 }
 
-double delta_cancelling_dots(gdn_context *ctx, gdn_algorithm algo, bool device, int n, rng *r,
-                             gdn_status *st)
+double delta_cancelling_dots(gdn_context *ctx, gdn_algorithm algo, bool device, gdn_dtype dt, int n,
+                             rng *r, gdn_status *st)
 {
     enum { K = 96, V = 16 };
     gdn_delta_rule_args a = gdn_delta_rule_default_args();
-    a.q = alloc4(GDN_F32, n, 1, 1, K);
-    a.k = alloc4(GDN_F32, n, 1, 1, K);
-    a.v = alloc4(GDN_F32, n, 1, 1, V);
+    a.q = alloc4(dt, n, 1, 1, K);
+    a.k = alloc4(dt, n, 1, 1, K);
+    a.v = alloc4(dt, n, 1, 1, V);
     a.beta = alloc3(GDN_F32, n, 1, 1);
     a.out = alloc4(GDN_F32, n, 1, 1, V);
     fill_rows(&a.q, r, true);
@@ -362,22 +362,25 @@ double delta_cancelling_dots(gdn_context *ctx, gdn_algorithm algo, bool device, 
         stage_delta_rule_args(&s, &a);
     *st = gdn_delta_rule(ctx, &a);
     unstage(&s);
-    const float *q = a.q.data, *k = a.k.data, *v = a.v.data, *beta = a.beta.data, *out = a.out.data;
+    const float *beta = a.beta.data, *out = a.out.data;
+    /* the arithmetic after the dot product: f32 roundings, or 16-bit hi + lo operands */
+    const double u = ldexp(1.0, -24), after = dt == GDN_F32 ? 16 * u : ldexp(1.0, -14);
     double worst = 0;
     for (int i = 0; i < n && *st == GDN_OK; i++) {
         double dot = 0, mag = 0, err = 0, vv = 0;
         for (int j = 0; j < K; j++) {
-            const double p = (double)q[i * K + j] * k[i * K + j];
+            const double p = tensor_get(&a.q, i * K + j) * tensor_get(&a.k, i * K + j);
             dot += p;
             mag += fabs(p);
         }
         for (int j = 0; j < V; j++) {
-            const double d = out[i * V + j] - beta[i] * dot * v[i * V + j];
+            const double vj = tensor_get(&a.v, i * V + j);
+            const double d = out[i * V + j] - beta[i] * dot * vj;
             err += d * d;
-            vv += (double)v[i * V + j] * v[i * V + j];
+            vv += vj * vj;
         }
-        const double u = ldexp(1.0, -24), o = fabs(beta[i] * dot) * sqrt(vv);
-        const double units = (sqrt(err) - 16 * u * o) / (u * mag * beta[i] * sqrt(vv));
+        const double o = fabs(beta[i] * dot) * sqrt(vv);
+        const double units = (sqrt(err) - after * o) / (u * mag * beta[i] * sqrt(vv));
         if (!(units <= worst)) /* NaN included */
             worst = units;
     }

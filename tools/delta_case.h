@@ -72,12 +72,14 @@ void delta_case_describe(const delta_case *c, char *buf, size_t n);
 /* Dot products that cancel. With one token and no state the output is beta (q.k) v, so where
  * q.k is much smaller than sum_i |q_i k_i| any f32 evaluation's rounding shows magnified, past a
  * fixed relative bar; what can be held is that error against the sum. Runs n one-token
- * sequences (f32, K = 96, V = 16, scale 1, beta in [0.2, 1], q and k random unit vectors) on ctx
- * with algo (through device copies when `device`), and returns the largest output error against
- * float64, less 16 u of the output's norm (the arithmetic after the dot product: a few roundings,
- * and split tf32's 2^-21 on the tensor cores), in units of u sum_i |q_i k_i| beta |v|
- * (u = 2^-24); *st gets the call's status. */
-double delta_cancelling_dots(gdn_context *ctx, gdn_algorithm algo, bool device, int n, rng *r,
-                             gdn_status *st);
+ * sequences (q, k, v of dtype dt, f32 beta and output, K = 96, V = 16, scale 1, beta in
+ * [0.2, 1], q and k random unit vectors) on ctx with algo (through device copies when
+ * `device`), and returns the largest output error against float64 (of the inputs as stored),
+ * less what the arithmetic after the dot product may cost (f32: 16 u of the output's norm, a few
+ * roundings and split tf32's 2^-21 on the tensor cores; 16-bit inputs: 2^-14, their products'
+ * hi + lo operands), in units of u sum_i |q_i k_i| beta |v| (u = 2^-24); *st gets the call's
+ * status. */
+double delta_cancelling_dots(gdn_context *ctx, gdn_algorithm algo, bool device, gdn_dtype dt, int n,
+                             rng *r, gdn_status *st);
 
 #endif
