@@ -304,6 +304,27 @@ static void test_cancelling_dots(rng *r)
         }
 }
 
+/* Small attention scores (delta_small_scores): one-token outputs scale (q.k) beta v whose score
+ * is 9e-5 to 1.4e-3 and no cancellation. The 16-bit path's output took its Aqk as f16 hi + lo
+ * parts for f16 inputs, whose lo part fell among f16's subnormals (2^-25 apart) below about
+ * 1e-3: up to 3.5e-4 off (twenty-ninth session). Held to the f32 outputs' bars: TC16_TOL for
+ * 16-bit inputs, 1e-5 for f32. */
+static void test_small_scores(rng *r)
+{
+    static const gdn_dtype dts[] = {GDN_F32, GDN_BF16, GDN_F16};
+    for (int d = 0; d < 3; d++)
+        for (int algo = GDN_ALGO_RECURRENT; algo <= GDN_ALGO_CHUNKED; algo++) {
+            const char *name = algo == GDN_ALGO_CHUNKED ? "chunked" : "recurrent";
+            const double tol = dts[d] == GDN_F32 ? 1e-5 : TC16_TOL;
+            gdn_status st;
+            const double worst =
+                delta_small_scores(cuda, (gdn_algorithm)algo, true, dts[d], 512, r, &st);
+            CHECK_OK(st, cuda);
+            CHECK(worst <= tol, "cuda %s %s, one-token outputs with small scores: %.2e off, "
+                  "expected <= %.0e", name, gdn_dtype_name(dts[d]), worst, tol);
+        }
+}
+
 /* Long memory (delta_config.predictable): values the state learns to predict, so v - S^T k
  * nearly cancels in every token; an operand rounded to 16 bits before that cancellation, or on
  * its way into the state, shows up amplified. With W's and U's right operands and the update's
@@ -496,6 +517,7 @@ int main(void)
     test_chunked_split(&r);
     test_chunked_odd_v(&r);
     test_cancelling_dots(&r);
+    test_small_scores(&r);
     test_long_memory(&r);
     test_graph(&r);
     test_refusals(&r);

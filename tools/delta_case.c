@@ -389,3 +389,55 @@ double delta_cancelling_dots(gdn_context *ctx, gdn_algorithm algo, bool device, 
         tensor_free(all[i]);
     return worst;
 }
+
+double delta_small_scores(gdn_context *ctx, gdn_algorithm algo, bool device, gdn_dtype dt, int n,
+                          rng *r, gdn_status *st)
+{
+    enum { K = 128, V = 16 };
+    gdn_delta_rule_args a = gdn_delta_rule_default_args();
+    a.q = alloc4(dt, n, 1, 1, K);
+    a.k = alloc4(dt, n, 1, 1, K);
+    a.v = alloc4(dt, n, 1, 1, V);
+    a.beta = alloc3(GDN_F32, n, 1, 1);
+    a.out = alloc4(GDN_F32, n, 1, 1, V);
+    double *dot = malloc((size_t)n * sizeof *dot);
+    for (int i = 0; i < n; i++) {
+        /* q = +-e_x, k = c e_x +- e_y: q.k = +-c, one product; c = m 2^-e with a 7-bit m,
+         * exact in every input type */
+        const int64_t x = rng_int(r, 0, K - 1), y = (x + rng_int(r, 1, K - 1)) % K;
+        const double c = (double)rng_int(r, 64, 127) * ldexp(1.0, -(int)rng_int(r, 13, 16));
+        const double sq = rng_int(r, 0, 1) ? 1.0 : -1.0;
+        for (int64_t j = 0; j < K; j++) {
+            tensor_set(&a.q, i * K + j, j == x ? sq : 0.0);
+            tensor_set(&a.k, i * K + j, j == x ? c : j == y ? (rng_int(r, 0, 1) ? 1.0 : -1.0) : 0.0);
+        }
+        dot[i] = sq * c;
+    }
+    tensor_fill_uniform(&a.v, r, -1, 1);
+    tensor_fill_uniform(&a.beta, r, 0.2, 1);
+    a.algorithm = algo;
+    staging s = {0};
+    if (device)
+        stage_delta_rule_args(&s, &a);
+    *st = gdn_delta_rule(ctx, &a);
+    unstage(&s);
+    const float *beta = a.beta.data, *out = a.out.data;
+    const double scale = 1.0 / sqrt((double)K); /* (the default) */
+    double worst = 0;
+    for (int i = 0; i < n && *st == GDN_OK; i++) {
+        double err = 0, norm = 0;
+        for (int j = 0; j < V; j++) {
+            const double want = scale * dot[i] * beta[i] * tensor_get(&a.v, i * V + j);
+            err += (out[i * V + j] - want) * (out[i * V + j] - want);
+            norm += want * want;
+        }
+        const double e = sqrt(err / norm);
+        if (!(e <= worst)) /* NaN included */
+            worst = e;
+    }
+    free(dot);
+    gdn_tensor *all[] = {&a.q, &a.k, &a.v, &a.beta, &a.out};
+    for (int i = 0; i < 5; i++)
+        tensor_free(all[i]);
+    return worst;
+}

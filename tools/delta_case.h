@@ -82,4 +82,13 @@ void delta_case_describe(const delta_case *c, char *buf, size_t n);
 double delta_cancelling_dots(gdn_context *ctx, gdn_algorithm algo, bool device, gdn_dtype dt, int n,
                              rng *r, gdn_status *st);
 
+/* Small attention scores without cancellation. n one-token sequences (q, k, v of dtype dt, f32
+ * beta and output, K = 128, V = 16, the default scale) whose q.k is one product, +-c with c in
+ * [2^-10, 2^-6) (q a signed unit basis vector, k = c times it plus another signed one), so the
+ * score scale q.k is 9e-5 to 1.4e-3 yet nothing cancels: beta (q.k) v is as easy as any
+ * product. Returns the worst relative L2 error of an output row against float64 (of the inputs
+ * as stored); *st gets the call's status. */
+double delta_small_scores(gdn_context *ctx, gdn_algorithm algo, bool device, gdn_dtype dt, int n,
+                          rng *r, gdn_status *st);
+
 #endif

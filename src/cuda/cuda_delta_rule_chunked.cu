@@ -43,7 +43,10 @@
 // product with no sum to average its roundings, past the 5e-3 bar in 4 to 6 of 1500; as hi + lo
 // 4.7e-6 on average and 1e-5 at worst, for 3-6% more time on the prefill rows. Keeping only
 // the diagonal 16 x 16 blocks as hi + lo was slower (a runtime branch in the mma.sync pass, and
-// wgmma serialized on the narrow products) and 130 times less accurate.
+// wgmma serialized on the narrow products) and 130 times less accurate. Aqk and V' are made
+// here, not inputs, so that product runs in bf16 for f16 inputs too (prec_out): f16's range put
+// the lo part of an Aqk under 1e-3 among its subnormals (2^-25 absolute: one-token outputs up to
+// 1.2e-4 off where f32 arithmetic was 4e-6 off, twenty-ninth session).
 #include "cuda_common.cuh"
 #include "cuda_mma.cuh"
 #include "cuda_wgmma.cuh"
@@ -91,6 +94,11 @@ __host__ __device__ constexpr int swizzled_index(int r, int c)
     return r * ld + (c ^ (8 * ((r >> 1) & 3)));
 }
 __host__ __device__ constexpr int u_index(int r, int c) { return swizzled_index<kVT>(r, c); }
+
+// The policy of the output's Aqk V' on the 16-bit path: bf16 hi + lo whatever the input type
+// (both operands are made by the kernels; see the precision note at the top).
+using prec_out = prec_bf16;
+using out_st = prec_out::st;
 
 struct tc_layout {
     int ldk, ldu, ldq;                                 // row strides (elements)
@@ -1148,8 +1156,8 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
         } else {
             constexpr int ldq = tc_ld(kC, sizeof(E));
             constexpr bool qswz = tc_swizzled(kC, sizeof(E));
-            E *aq = static_cast<E *>(p.Aq) + ch * (tc_aq_block(sizeof(E)) / (int)sizeof(E));
-            E *aql = aq + tc_aq_part(sizeof(E)) / (int)sizeof(E); // the lo part
+            out_st *aq = static_cast<out_st *>(p.Aq) + ch * (tc_aq_block(2) / 2); // (prec_out)
+            out_st *aql = aq + tc_aq_part(2) / 2;                                  // the lo part
             // 16 x 16 blocks, 16 bytes a lane through the warp's scratch
 #pragma unroll
             for (int b = 0; b < 4; b++) {
@@ -1166,7 +1174,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
                         const float y = cc + 1 <= r ? f * Ik[cc + 1] * acc[jt][e + 1] *
                                                           __expf(Gs[r] - Gs[cc + 1])
                                                     : 0.0f;
-                        split_pair<P>(x, y, hw[j][h], lw[j][h]);
+                        split_pair<prec_out>(x, y, hw[j][h], lw[j][h]);
                     }
                 unsigned char *stage = reinterpret_cast<unsigned char *>(scratch);
                 store_block16<qswz>(aq, ldq, m0, 16 * b, hw, stage);
@@ -1661,8 +1669,8 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
     const ck_dims &d = p.d;
     constexpr tc_layout L = tc_layout_for(KP, sizeof(E));
     constexpr bool kswz = tc_swizzled(KP, sizeof(E)), qswz = tc_swizzled(kC, sizeof(E));
-    // V' as hi + lo, the output's right operand
-    E *const Vn = reinterpret_cast<E *>(smem + L.vn), *const Vnl = Vn + kC * L.ldu;
+    // V' as hi + lo, the output's right operand (prec_out)
+    out_st *const Vn = reinterpret_cast<out_st *>(smem + L.vn), *const Vnl = Vn + kC * L.ldu;
     // diag(e^(G_last - G) / ||k||) V' as hi + lo: the state update's right operand, whose single
     // rounding would land in the state every chunk (with long memory, ~1e-3 of it)
     E *const Vkh = reinterpret_cast<E *>(smem + L.vk), *const Vkl = Vkh + kC * L.ldu;
@@ -1733,8 +1741,8 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
         const E *Ks = reinterpret_cast<const E *>(stg + L.k);
         const E *Wls = reinterpret_cast<const E *>(stg + L.wl);
         const float *Us = reinterpret_cast<const float *>(stg + L.u);
-        const E *As = reinterpret_cast<const E *>(stg + L.a);
-        const E *Als = reinterpret_cast<const E *>(stg + L.a + tc_aq_part(sizeof(E)));
+        const out_st *As = reinterpret_cast<const out_st *>(stg + L.a);
+        const out_st *Als = reinterpret_cast<const out_st *>(stg + L.a + tc_aq_part(2));
         if constexpr (kBulkStage)
             mbar_wait(bar0 + 8 * (unsigned)(j & 1), (unsigned)(j >> 1) & 1u);
         else
@@ -1773,7 +1781,7 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
                                             : *reinterpret_cast<const float2 *>(Us + u_index(r, c));
                     const float x = u.x - acc[jt][e], y = u.y - acc[jt][e + 1];
                     const float f = e == 0 ? ek0 : ek8;
-                    store_pair_split<P>(Vn + r * L.ldu + c, Vnl + r * L.ldu + c, x, y);
+                    store_pair_split<prec_out>(Vn + r * L.ldu + c, Vnl + r * L.ldu + c, x, y);
                     store_pair_split<P>(Vkh + r * L.ldu + c, Vkl + r * L.ldu + c, f * x, f * y);
                 }
         }
@@ -1821,10 +1829,10 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
                 frag_b2(fb, Vn, L.ldu, k0, 16 * nh);
                 frag_b2(fbl, Vnl, L.ldu, k0, 16 * nh);
                 frag_a<qswz>(fa, Als, L.ldq, 16 * mt, k0);
-                mma2<P>(acc[0], acc[1], fa, fb);
+                mma2<prec_out>(acc[0], acc[1], fa, fb);
                 frag_a<qswz>(fa, As, L.ldq, 16 * mt, k0);
-                mma2<P>(acc[0], acc[1], fa, fbl);
-                mma2<P>(acc[0], acc[1], fa, fb);
+                mma2<prec_out>(acc[0], acc[1], fa, fbl);
+                mma2<prec_out>(acc[0], acc[1], fa, fb);
             }
             store_out_tile<P>(a.out, s.row, tok0, hv, 16 * mt, len, v0 + 16 * nh, (int)p.V, acc);
         }
@@ -2165,7 +2173,7 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1) chunk_state_wg(const ck_arg
                 const float2 f = *reinterpret_cast<const float2 *>(ek + c);
                 const float x = -acc[i], y = -acc[i + 1];
                 if (OUT)
-                    split_pair<P>(x, y, vs[ks][q], vsl[ks][q]);
+                    split_pair<prec_out>(x, y, vs[ks][q], vsl[ks][q]);
                 split_pair<P>(x * f.x, y * f.y, vh[ks][q], vl[ks][q]);
             }
         float *ot = acc + (OUT ? 32 : 0); // O^T (output pass)
@@ -2188,9 +2196,9 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1) chunk_state_wg(const ck_arg
             if (OUT) { // V'^T Aqk^T, both as hi + lo (all but lo x lo)
                 const uint64_t da = wg_desc(sst + L.a + ks * 32, 16, 1024);
                 const uint64_t dal = wg_desc(sst + L.a + tc_aq_part(2) + ks * 32, 16, 1024);
-                wg_mma<P::is_f16, 1, 0, 64>(ot, vs[ks], dal);
-                wg_mma<P::is_f16, 1, 0, 64>(ot, vsl[ks], da);
-                wg_mma<P::is_f16, 1, 0, 64>(ot, vs[ks], da);
+                wg_mma<prec_out::is_f16, 1, 0, 64>(ot, vs[ks], dal);
+                wg_mma<prec_out::is_f16, 1, 0, 64>(ot, vsl[ks], da);
+                wg_mma<prec_out::is_f16, 1, 0, 64>(ot, vs[ks], da);
             }
         }
         wg_commit_wait();
