@@ -341,27 +341,49 @@ void delta_case_describe(const delta_case *c, char *buf, size_t n)
              f->predictable ? " predictable" : "");
 }
 
-double delta_cancelling_dots(gdn_context *ctx, gdn_algorithm algo, bool device, gdn_dtype dt, int n,
-                             rng *r, gdn_status *st)
+/* n one-token sequences for the single-product checks below: q, k [n, 1, 1, K] and v [n, 1, 1, V]
+ * of dtype dt, beta [n, 1, 1] and out [n, 1, 1, V] f32, unfilled. */
+static gdn_delta_rule_args one_token_args(gdn_dtype dt, int n, int64_t K, int64_t V)
 {
-    enum { K = 96, V = 16 };
     gdn_delta_rule_args a = gdn_delta_rule_default_args();
     a.q = alloc4(dt, n, 1, 1, K);
     a.k = alloc4(dt, n, 1, 1, K);
     a.v = alloc4(dt, n, 1, 1, V);
     a.beta = alloc3(GDN_F32, n, 1, 1);
     a.out = alloc4(GDN_F32, n, 1, 1, V);
+    return a;
+}
+
+/* Runs them on ctx with algo (through device copies when `device`); *st gets the status. */
+static void one_token_run(gdn_context *ctx, gdn_delta_rule_args *a, gdn_algorithm algo, bool device,
+                          gdn_status *st)
+{
+    a->algorithm = algo;
+    staging s = {0};
+    if (device)
+        stage_delta_rule_args(&s, a);
+    *st = gdn_delta_rule(ctx, a);
+    unstage(&s);
+}
+
+static void one_token_free(gdn_delta_rule_args *a)
+{
+    gdn_tensor *all[] = {&a->q, &a->k, &a->v, &a->beta, &a->out};
+    for (int i = 0; i < 5; i++)
+        tensor_free(all[i]);
+}
+
+double delta_cancelling_dots(gdn_context *ctx, gdn_algorithm algo, bool device, gdn_dtype dt, int n,
+                             rng *r, gdn_status *st)
+{
+    enum { K = 96, V = 16 };
+    gdn_delta_rule_args a = one_token_args(dt, n, K, V);
     fill_rows(&a.q, r, true);
     fill_rows(&a.k, r, true);
     tensor_fill_uniform(&a.v, r, -1, 1);
     tensor_fill_uniform(&a.beta, r, 0.2, 1);
     a.scale = 1.0f;
-    a.algorithm = algo;
-    staging s = {0};
-    if (device)
-        stage_delta_rule_args(&s, &a);
-    *st = gdn_delta_rule(ctx, &a);
-    unstage(&s);
+    one_token_run(ctx, &a, algo, device, st);
     const float *beta = a.beta.data, *out = a.out.data;
     /* the arithmetic after the dot product: f32 roundings, or 16-bit hi + lo operands */
     const double u = ldexp(1.0, -24), after = dt == GDN_F32 ? 16 * u : ldexp(1.0, -14);
@@ -384,9 +406,7 @@ double delta_cancelling_dots(gdn_context *ctx, gdn_algorithm algo, bool device, 
         if (!(units <= worst)) /* NaN included */
             worst = units;
     }
-    gdn_tensor *all[] = {&a.q, &a.k, &a.v, &a.beta, &a.out};
-    for (int i = 0; i < 5; i++)
-        tensor_free(all[i]);
+    one_token_free(&a);
     return worst;
 }
 
@@ -394,12 +414,7 @@ double delta_small_scores(gdn_context *ctx, gdn_algorithm algo, bool device, gdn
                           rng *r, gdn_status *st)
 {
     enum { K = 128, V = 16 };
-    gdn_delta_rule_args a = gdn_delta_rule_default_args();
-    a.q = alloc4(dt, n, 1, 1, K);
-    a.k = alloc4(dt, n, 1, 1, K);
-    a.v = alloc4(dt, n, 1, 1, V);
-    a.beta = alloc3(GDN_F32, n, 1, 1);
-    a.out = alloc4(GDN_F32, n, 1, 1, V);
+    gdn_delta_rule_args a = one_token_args(dt, n, K, V);
     double *dot = malloc((size_t)n * sizeof *dot);
     for (int i = 0; i < n; i++) {
         /* q = +-e_x, k = c e_x +- e_y: q.k = +-c, one product; c = m 2^-e with a 7-bit m,
@@ -415,12 +430,7 @@ double delta_small_scores(gdn_context *ctx, gdn_algorithm algo, bool device, gdn
     }
     tensor_fill_uniform(&a.v, r, -1, 1);
     tensor_fill_uniform(&a.beta, r, 0.2, 1);
-    a.algorithm = algo;
-    staging s = {0};
-    if (device)
-        stage_delta_rule_args(&s, &a);
-    *st = gdn_delta_rule(ctx, &a);
-    unstage(&s);
+    one_token_run(ctx, &a, algo, device, st);
     const float *beta = a.beta.data, *out = a.out.data;
     const double scale = 1.0 / sqrt((double)K); /* (the default) */
     double worst = 0;
@@ -436,8 +446,6 @@ double delta_small_scores(gdn_context *ctx, gdn_algorithm algo, bool device, gdn
             worst = e;
     }
     free(dot);
-    gdn_tensor *all[] = {&a.q, &a.k, &a.v, &a.beta, &a.out};
-    for (int i = 0; i < 5; i++)
-        tensor_free(all[i]);
+    one_token_free(&a);
     return worst;
 }
