@@ -550,7 +550,8 @@ static void test_cancelling_dots(rng *r)
 {
     for (int algo = GDN_ALGO_RECURRENT; algo <= GDN_ALGO_CHUNKED; algo++) {
         gdn_status st;
-        const double worst = delta_cancelling_dots(ctx, (gdn_algorithm)algo, false, GDN_F32, 512, r, &st);
+        const double worst =
+            delta_cancelling_dots(ctx, (gdn_algorithm)algo, false, GDN_F32, 512, r, &st);
         CHECK_OK(st, ctx);
         CHECK(worst <= 4, "algorithm %d, one-token outputs whose q.k cancels: off by %.2f u "
               "sum |q_i k_i| beta |v|, expected <= 4", algo, worst);

@@ -422,9 +422,10 @@ double delta_small_scores(gdn_context *ctx, gdn_algorithm algo, bool device, gdn
         const int64_t x = rng_int(r, 0, K - 1), y = (x + rng_int(r, 1, K - 1)) % K;
         const double c = (double)rng_int(r, 64, 127) * ldexp(1.0, -(int)rng_int(r, 13, 16));
         const double sq = rng_int(r, 0, 1) ? 1.0 : -1.0;
+        const double sk = rng_int(r, 0, 1) ? 1.0 : -1.0;
         for (int64_t j = 0; j < K; j++) {
             tensor_set(&a.q, i * K + j, j == x ? sq : 0.0);
-            tensor_set(&a.k, i * K + j, j == x ? c : j == y ? (rng_int(r, 0, 1) ? 1.0 : -1.0) : 0.0);
+            tensor_set(&a.k, i * K + j, j == x ? c : j == y ? sk : 0.0);
         }
         dot[i] = sq * c;
     }
