@@ -306,8 +306,8 @@ static void test_cancelling_dots(rng *r)
 
 /* Small attention scores (delta_small_scores): one-token outputs scale (q.k) beta v whose score
  * is 9e-5 to 1.4e-3 and no cancellation. The 16-bit path's output took its Aqk as f16 hi + lo
- * parts for f16 inputs, whose lo part fell among f16's subnormals (2^-25 apart) below about
- * 1e-3: 2.8e-4 off (H100, twenty-ninth session). Held to the f32 outputs' bars: TC16_TOL for
+ * parts for f16 inputs, whose lo part fell among f16's subnormals (2^-25 apart) below 2^-3:
+ * 2.8e-4 off (H100, twenty-ninth session). Held to the f32 outputs' bars: TC16_TOL for
  * 16-bit inputs, 1e-5 for f32. */
 static void test_small_scores(rng *r)
 {

@@ -44,9 +44,10 @@
 // 4.7e-6 on average and 1e-5 at worst, for 3-6% more time on the prefill rows. Keeping only
 // the diagonal 16 x 16 blocks as hi + lo was slower (a runtime branch in the mma.sync pass, and
 // wgmma serialized on the narrow products) and 130 times less accurate. Aqk and V' are made
-// here, not inputs, so that product runs in bf16 for f16 inputs too (prec_out): f16's range put
-// the lo part of an Aqk under 1e-3 among its subnormals, 2^-25 apart (one-token outputs with
-// small scores 2.8e-4 off, against 4e-6 for f32 arithmetic; twenty-ninth session).
+// here, not inputs, so that product runs in bf16 for f16 inputs too (prec_out): as f16 parts, an
+// Aqk below 2^-3 had its lo part among f16's subnormals, 2^-25 apart, which costs an Aqk of 1e-3
+// 3e-5 of itself (one-token outputs with small scores 2.8e-4 off, against 4e-6 for f32
+// arithmetic; twenty-ninth session).
 #include "cuda_common.cuh"
 #include "cuda_mma.cuh"
 #include "cuda_wgmma.cuh"
