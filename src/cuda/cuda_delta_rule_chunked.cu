@@ -20,7 +20,8 @@
 //      (two more launches: their maps, then a stitch; "sequence splitting" below).
 // The precision policy follows the input dtype (cuda_mma.cuh): bf16 and f16 operands with f32
 // accumulation, f32 inputs as split tf32. The state and U are always f32; W, Q', K', Aqk and V'
-// are stored in the policy's type (bf16/f16/f32), W and Aqk on the 16-bit path as hi + lo parts.
+// are stored in the policy's type (bf16/f16/f32), W and Aqk on the 16-bit path as hi + lo parts
+// (Aqk and the output's V' in bf16 for f16 inputs too: prec_out, below).
 //
 // f32 inputs run the kernels above (chunk_prep, chunk_state: generic fragment loads, 4 warps).
 // bf16/f16 inputs run chunk_prep_tc and chunk_state_tc, the same steps built for speed: ldmatrix
