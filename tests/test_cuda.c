@@ -12,6 +12,8 @@
  *     the reference and the unsplit form;
  *   - one-token outputs whose q.k cancels, every input type, held to the error of an f32 dot
  *     product; one-token outputs with small scores that do not cancel, held to the usual bars;
+ *   - 16-bit inputs whose values and states are 1e-3 or 1e-4 of their usual size, to the same
+ *     bars, split or not;
  *   - odd value widths without a pool (V = 1 to 127, every input with every output dtype): the
  *     stores' and loads' element-wise fallbacks, unsplit and split;
  *   - long memory (values the state predicts): the state within 5e-5 for 16-bit inputs, split
@@ -35,9 +37,10 @@ static gdn_context *cuda, *ref;
  * measure at worst (H100, 2000 to 6000 random problems like these a run, long memory among
  * them), as every operand but the exact q and k enters the products as hi + lo parts; with Aqk
  * and V' of the output's Aqk V' rounded once (earlier kernels) the outputs measured 2e-3 on
- * average. Two kinds of input miss it and are tested apart: one-token outputs whose q.k cancels
- * (test_cancelling_dots; about one random problem in 2000), and f16 values far below 1 (not
- * drawn here: docs/MATH.md section 8). A 16-bit output to 5e-3, which covers its own rounding. */
+ * average. One kind of input misses it and is tested apart: one-token outputs whose q.k cancels
+ * (test_cancelling_dots; about one random problem in 2000). Small values, which f16 inputs once
+ * missed it with, are tested apart too (test_small_values). A 16-bit output to 5e-3, which
+ * covers its own rounding. */
 #define TC16_TOL 5e-5
 
 static double out_bar(const delta_config *f)
@@ -328,6 +331,44 @@ static void test_small_scores(rng *r)
         }
 }
 
+/* Small values (delta_config.value_scale): v and the initial states 1e-3 or 1e-4 of their usual
+ * size, and every output and state with them. The 16-bit path's f16 lo parts (the state in W S
+ * and Q S, W's, the update's V') once lost their bits to f16's subnormals below about 2^-3:
+ * scaled by 1e-3, 744 of 1500 random problems missed 5e-5, the worst 2.7e-4 (outputs) and 4.1e-4
+ * (states) off (H100, twenty-ninth session). They are now scaled by 2^11 (split_pair). Every
+ * K tile with both 16-bit types, held to out_bar and state_bar, unsplit and in 2-chunk segments
+ * (the maps pass and the stitch too). */
+static void test_small_values(rng *r)
+{
+    static const int64_t kv[4][2] = {{32, 64}, {64, 128}, {96, 32}, {128, 128}};
+    for (int i = 0; i < 12; i++) {
+        delta_config f = delta_config_default();
+        f.H = rng_int(r, 1, 2);
+        f.HV = f.H * rng_int(r, 1, 2);
+        f.K = kv[i % 4][0];
+        f.V = kv[i % 4][1];
+        f.nseq = rng_int(r, 1, 2);
+        f.T = rng_int(r, 65, 300);
+        f.pool = true;
+        delta_config_random_options(&f, r);
+        f.dtype = i < 4 ? GDN_BF16 : GDN_F16;
+        f.out_dtype = GDN_F32;
+        f.value_scale = i < 8 ? 1e-3 : 1e-4;
+        const double tol = out_bar(&f), state_tol = state_bar(&f);
+        delta_case c;
+        delta_case_init(&c, &f, r);
+        CHECK_OK(delta_case_run(ref, &c, GDN_ALGO_RECURRENT), ref);
+        delta_result want = keep_result(&c);
+        char what[96];
+        snprintf(what, sizeof what, "values x %.0e, chunked", f.value_scale);
+        compare_device(&c, GDN_ALGO_CHUNKED, &want, tol, state_tol, what);
+        snprintf(what, sizeof what, "values x %.0e, 2-chunk segments", f.value_scale);
+        compare_in_segments(&c, "2", &want, tol, state_tol, what);
+        result_free(&want);
+        delta_case_free(&c);
+    }
+}
+
 /* Long memory (delta_config.predictable): values the state learns to predict, so v - S^T k
  * nearly cancels in every token; an operand rounded to 16 bits before that cancellation, or on
  * its way into the state, shows up amplified. With W's and U's right operands and the update's
@@ -521,6 +562,7 @@ int main(void)
     test_chunked_odd_v(&r);
     test_cancelling_dots(&r);
     test_small_scores(&r);
+    test_small_values(&r);
     test_long_memory(&r);
     test_graph(&r);
     test_refusals(&r);

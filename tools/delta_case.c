@@ -207,6 +207,10 @@ void delta_case_init(delta_case *c, const delta_config *cfg, rng *r)
     fill_rows(&c->v, r, false);
     if (f->predictable)
         fill_predictable_values(c, r);
+    const double vscale = f->value_scale ? f->value_scale : 1.0;
+    if (vscale != 1.0)
+        for (int64_t i = 0; i < tensor_numel(&c->v); i++)
+            tensor_set(&c->v, i, vscale * tensor_get(&c->v, i));
     c->g = alloc3(f->gate_dtype, c->B, c->T, f->HV);
     c->beta = alloc3(f->gate_dtype, c->B, c->T, f->HV);
     c->A_log = alloc1(GDN_F32, f->HV);
@@ -217,7 +221,7 @@ void delta_case_init(delta_case *c, const delta_config *cfg, rng *r)
         int64_t S = f->nseq + 2;
         c->state = f->layout == GDN_STATE_KV ? alloc4(f->state_dtype, S, f->HV, f->K, f->V)
                                              : alloc4(f->state_dtype, S, f->HV, f->V, f->K);
-        tensor_fill_normal(&c->state, r, 0.3);
+        tensor_fill_normal(&c->state, r, 0.3 * vscale);
         c->state0 = tensor_zeros_like(&c->state);
         memcpy(c->state0.data, c->state.data, tensor_bytes(&c->state));
         if (!f->unslotted)

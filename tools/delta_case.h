@@ -30,6 +30,8 @@ typedef struct delta_config {
     bool predictable;        /* long memory: each value is a fixed linear map (one per value
                               * head) of its unit key plus 1% noise, and decay is slow, so the
                               * state learns to predict v and v - S^T k nearly cancels */
+    double value_scale;      /* v and the pool's initial states drawn this many times their
+                              * usual size (0: 1); every output and state scales with them */
 } delta_config;
 
 /* Defaults: one sequence of 16 tokens, H = HV = 1, K = V = 16, f32 everywhere, no pool. */

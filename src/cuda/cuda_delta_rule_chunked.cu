@@ -48,7 +48,12 @@
 // here, not inputs, so that product runs in bf16 for f16 inputs too (prec_out): as f16 parts, an
 // Aqk below 2^-3 had its lo part among f16's subnormals, 2^-25 apart, which costs an Aqk of 1e-3
 // 3e-5 of itself (one-token outputs with small scores 2.8e-4 off, against 4e-6 for f32
-// arithmetic; twenty-ninth session).
+// arithmetic; twenty-ninth session). The parts that meet an f16 input stay f16 (the state in
+// W S and Q S, W's lo, T's lo, the update's V'): their lo parts are scaled by 2^11 (split_pair)
+// and their products summed apart, then scaled back. Unscaled, small values (v and the states
+// 1e-3 of their usual size) left f16 inputs' outputs up to 2.7e-4 and states 4.5e-4 off; scaled,
+// 7.5e-6 and 1.8e-6 at worst, for 2-5% more time on f16's prefill rows (the wgmma pass waits
+// for the lo products before the hi ones; thirtieth session).
 #include "cuda_common.cuh"
 #include "cuda_mma.cuh"
 #include "cuda_wgmma.cuh"
@@ -890,8 +895,7 @@ __device__ __forceinline__ void frag_b2_trans(unsigned (&b)[4], const E *y, int 
 }
 
 // A fragment (16 x 16 at (m0, k0)) of t diag(cs) f, t f32 row-major, as hi + lo parts in the
-// policy's type: hi the elements rounded, lo what rounding left (hi + lo = the element to about
-// 16 bits). f is a power of two (w_scale_pow2): it scales exactly.
+// policy's type (split_pair: hi the elements rounded, lo what rounding left, scaled for f16). f is a power of two (w_scale_pow2): it scales exactly.
 template <class P>
 __device__ __forceinline__ void frag_a_f32_cols_split(unsigned (&hi)[4], unsigned (&lo)[4],
                                                       const float *t, int ld, int m0, int k0,
@@ -1225,7 +1229,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
             for (int jt = 0; jt < 2; jt++)
 #pragma unroll
                 for (int e = 0; e < 4; e++)
-                    acc[jt][e] += acl[jt][e];
+                    acc[jt][e] += acl[jt][e] * (1.0f / P::lo_scale); // (split_pair)
             if (isw) { // hi + lo parts, 16 bytes a lane through the warp's scratch
                 unsigned hw[2][2], lw[2][2];
 #pragma unroll
@@ -1762,18 +1766,21 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
         unsigned sh[KP / 16][4], sl[KP / 16][4];
         { // V' = U - W S, W and S as hi + lo (all but lo x lo)
             const float ek0 = fac.ek0, ek8 = fac.ek8; // the update's factor for this thread's rows
-            float acc[2][4];
+            float acc[2][4], acl[2][4];
+            float(&lo)[2][4] = lo_chain<P>(acc, acl); // the lo parts' products (split_pair)
             acc_zero(acc);
+            acc_zero(lo);
 #pragma unroll
             for (int ks = 0; ks < KP / 16; ks++) {
                 frag_b2(sh[ks], Sh, L.ldu, 16 * ks, 16 * nh);
                 frag_a<kswz>(fa, Wls, L.ldk, 16 * mt, 16 * ks);
-                mma2<P>(acc[0], acc[1], fa, sh[ks]);
+                mma2<P>(lo[0], lo[1], fa, sh[ks]);
                 frag_a<kswz>(fa, Ws, L.ldk, 16 * mt, 16 * ks);
                 mma2<P>(acc[0], acc[1], fa, sh[ks]);
                 frag_b2(sl[ks], Sl, L.ldu, 16 * ks, 16 * nh);
-                mma2<P>(acc[0], acc[1], fa, sl[ks]);
+                mma2<P>(lo[0], lo[1], fa, sl[ks]);
             }
+            add_lo<P>(acc, acl);
 #pragma unroll
             for (int jt = 0; jt < 2; jt++)
 #pragma unroll
@@ -1792,11 +1799,15 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
         // the output's (the output reads the 16-bit copies of the old S, rewritten after the
         // barrier below, which every chunk still waits on)
         if (owns) {
+            float Sa[4][4]; // (f16: the lo parts' products, split_pair)
+            float(&SL)[4][4] = lo_chain<P>(S, Sa);
 #pragma unroll
             for (int jt = 0; jt < 4; jt++)
 #pragma unroll
                 for (int e = 0; e < 4; e++)
                     S[jt][e] *= decay;
+            if constexpr (lo_scaled<P>())
+                acc_zero(Sa);
 #pragma unroll
             for (int k0 = 0; k0 < kC; k0 += 16) {
                 frag_a_trans<kswz>(fa, Ks, L.ldk, 16 * warp, k0);
@@ -1805,21 +1816,25 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
                 frag_b2(fb, Vkh, L.ldu, k0, 16);
                 mma2<P>(S[2], S[3], fa, fb);
                 frag_b2(fb, Vkl, L.ldu, k0, 0);
-                mma2<P>(S[0], S[1], fa, fb);
+                mma2<P>(SL[0], SL[1], fa, fb);
                 frag_b2(fb, Vkl, L.ldu, k0, 16);
-                mma2<P>(S[2], S[3], fa, fb);
+                mma2<P>(SL[2], SL[3], fa, fb);
             }
+            add_lo<P>(S, Sa);
         }
         if (OUT) { // O = scale e^G (Q S) + Aqk V', the row factor applied in f32
             const float eg0 = fac.eg0, eg8 = fac.eg8; // scale e^G of this thread's output rows
-            float acc[2][4];
+            float acc[2][4], acl[2][4];
+            float(&lo)[2][4] = lo_chain<P>(acc, acl);
             acc_zero(acc);
+            acc_zero(lo);
 #pragma unroll
             for (int ks = 0; ks < KP / 16; ks++) {
                 frag_a<kswz>(fa, Qs, L.ldk, 16 * mt, 16 * ks);
                 mma2<P>(acc[0], acc[1], fa, sh[ks]);
-                mma2<P>(acc[0], acc[1], fa, sl[ks]);
+                mma2<P>(lo[0], lo[1], fa, sl[ks]);
             }
+            add_lo<P>(acc, acl);
 #pragma unroll
             for (int jt = 0; jt < 2; jt++) {
                 acc[jt][0] *= eg0, acc[jt][1] *= eg0;
@@ -2130,20 +2145,39 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1) chunk_state_wg(const ck_arg
         auto u_at = [&](int i) {
             return m_cols ? 0.0f : ((i >> 1) & 1 ? U8 : U0)[kVT * (8 * (i >> 2) + (i & 1))];
         };
+        // With f16's scaled lo parts (split_pair) the lo products run first, as a group of their
+        // own on the accumulator times lo_scale (no registers for a second one), which is then
+        // scaled back before the hi products
+        constexpr bool scaled = lo_scaled<P>();
         float acc[NA];
 #pragma unroll
         for (int i = 0; i < NA; i++)
-            acc[i] = OUT && i < 32 ? -u_at(i) : 0.0f;
+            acc[i] = OUT && i < 32 ? -u_at(i) * P::lo_scale : 0.0f;
+        // W's panel ks / 4 is panel 2 (ks / 4) of wq, with Q's next to it
+        auto wq_desc = [&](int ks) {
+            const unsigned at = (unsigned)((ks >> 2) * kPanelBytes + (ks & 3) * 32);
+            return wg_desc(sst + L.wq + at + (ks >> 2) * kPanelBytes, 16, 1024);
+        };
         wg_fence();
 #pragma unroll
         for (int ks = 0; ks < NKS; ks++) {
             const unsigned at = (unsigned)((ks >> 2) * kPanelBytes + (ks & 3) * 32);
-            // W's panel ks / 4 is panel 2 (ks / 4) of wq, with Q's next to it
-            const uint64_t dwq = wg_desc(sst + L.wq + at + (ks >> 2) * kPanelBytes, 16, 1024);
-            const uint64_t dwl = wg_desc(sst + L.wl + at, 16, 1024);
-            wg_mma<P::is_f16, 1, 0, 2 * NA>(acc, sh[ks], dwq); // [W; Q] or W alone
+            const uint64_t dwq = wq_desc(ks), dwl = wg_desc(sst + L.wl + at, 16, 1024);
+            if (!scaled)
+                wg_mma<P::is_f16, 1, 0, 2 * NA>(acc, sh[ks], dwq); // [W; Q] or W alone
             wg_mma<P::is_f16, 1, 0, 2 * NA>(acc, sl[ks], dwq);
             wg_mma<P::is_f16, 1, 0, 64>(acc, sh[ks], dwl);
+        }
+        if constexpr (scaled) {
+            wg_commit_wait();
+            wg_hold<NA>(acc);
+#pragma unroll
+            for (int i = 0; i < NA; i++)
+                acc[i] *= 1.0f / P::lo_scale;
+            wg_fence();
+#pragma unroll
+            for (int ks = 0; ks < NKS; ks++)
+                wg_mma<P::is_f16, 1, 0, 2 * NA>(acc, sh[ks], wq_desc(ks));
         }
         if constexpr (OUT) {
             wg_commit_wait();
@@ -2156,7 +2190,7 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1) chunk_state_wg(const ck_arg
                 u[i] = u_at(i);
 #pragma unroll
             for (int i = 0; i < NS; i++) // S's fragments, not S, are the products' operands
-                S[i] *= decay;
+                S[i] *= decay * P::lo_scale; // (the update's lo products come first, below)
             wg_wait_all();
             wg_hold<NA>(acc);
 #pragma unroll
@@ -2188,12 +2222,14 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1) chunk_state_wg(const ck_arg
         if (OUT) // (the maps pass did this above)
 #pragma unroll
             for (int i = 0; i < NS; i++)
-                S[i] *= decay;
+                S[i] *= decay * P::lo_scale; // (scaled: as the products above)
+        auto k_desc = [&](int ks) { return wg_desc(sst + L.k + ks * 2048, kPanelBytes, 1024); };
         wg_fence();
 #pragma unroll
         for (int ks = 0; ks < 4; ks++) {
-            const uint64_t dk = wg_desc(sst + L.k + ks * 2048, kPanelBytes, 1024);
-            wg_mma<P::is_f16, 1, 1, KP>(S, vh[ks], dk);
+            const uint64_t dk = k_desc(ks);
+            if (!scaled)
+                wg_mma<P::is_f16, 1, 1, KP>(S, vh[ks], dk);
             wg_mma<P::is_f16, 1, 1, KP>(S, vl[ks], dk);
             if (OUT) { // V'^T Aqk^T, both as hi + lo (all but lo x lo)
                 const uint64_t da = wg_desc(sst + L.a + ks * 32, 16, 1024);
@@ -2202,6 +2238,17 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1) chunk_state_wg(const ck_arg
                 wg_mma<prec_out::is_f16, 1, 0, 64>(ot, vsl[ks], da);
                 wg_mma<prec_out::is_f16, 1, 0, 64>(ot, vs[ks], da);
             }
+        }
+        if constexpr (scaled) { // S back from its scale, then the hi products
+            wg_commit_wait();
+            wg_hold<NS>(S);
+#pragma unroll
+            for (int i = 0; i < NS; i++)
+                S[i] *= 1.0f / P::lo_scale;
+            wg_fence();
+#pragma unroll
+            for (int ks = 0; ks < 4; ks++)
+                wg_mma<P::is_f16, 1, 1, KP>(S, vh[ks], k_desc(ks));
         }
         wg_commit_wait();
         if (OUT) {

@@ -39,6 +39,7 @@ __device__ __forceinline__ int acc_col(int j, int e) { return 8 * j + 2 * (threa
 struct prec_bf16 {
     using st = __nv_bfloat16;
     static constexpr bool is_f16 = false;
+    static constexpr float lo_scale = 1.0f; // (split_pair)
     static constexpr int KS = 16;
     __device__ static __forceinline__ unsigned pack(float lo, float hi)
     {
@@ -63,6 +64,7 @@ struct prec_bf16 {
 struct prec_f16 {
     using st = __half;
     static constexpr bool is_f16 = true;
+    static constexpr float lo_scale = 2048.0f; // 2^11 (split_pair)
     static constexpr int KS = 16;
     __device__ static __forceinline__ unsigned pack(float lo, float hi)
     {
@@ -85,13 +87,49 @@ struct prec_f16 {
 };
 
 // x, y as hi and lo words of the 16-bit policy P: hi the pair rounded, lo what the rounding
-// left, rounded (x = hi + lo to about 2^-16 of x). The one split of the 16-bit paths.
+// left times P::lo_scale, rounded (x = hi + lo / lo_scale to about 2^-16 of x in bf16, 2^-22 in
+// f16). The one split of the 16-bit paths. f16's lo parts are scaled by 2^11 because what f16
+// rounding leaves is about 2^-11 of x, which falls among f16's subnormals (2^-24 apart) for any
+// x below about 2^-3: unscaled, the lo part of a value near 1e-3 kept 3 bits. Scaled, it is as
+// normal as x is (and no larger: |x - hi| <= 2^-11 |x|). Every product of a lo part therefore
+// sums apart from the hi products (its own accumulator, or a group before them) and is scaled
+// back by 1 / lo_scale, a power of two: exact. bf16 has f32's range and lo_scale 1.
 template <class P>
 __device__ __forceinline__ void split_pair(float x, float y, unsigned &hi, unsigned &lo)
 {
     hi = P::pack(x, y);
     const float2 h = P::unpack(hi);
-    lo = P::pack(x - h.x, y - h.y);
+    lo = P::pack((x - h.x) * P::lo_scale, (y - h.y) * P::lo_scale);
+}
+
+// Whether P's lo parts are scaled (split_pair): their products then sum apart from the hi ones.
+template <class P>
+__device__ __forceinline__ constexpr bool lo_scaled()
+{
+    return P::lo_scale != 1.0f;
+}
+
+// The accumulator P's lo products go to: acl when they are scaled, else acc itself (acl is then
+// never touched, and the compiler drops it).
+template <class P, class A>
+__device__ __forceinline__ A &lo_chain(A &acc, A &acl)
+{
+    if constexpr (lo_scaled<P>())
+        return acl;
+    else
+        return acc;
+}
+
+// acc += acl / lo_scale where P's lo parts are scaled (the lo products of lo_chain), else nothing.
+template <class P, int M, int N>
+__device__ __forceinline__ void add_lo(float (&acc)[M][N], const float (&acl)[M][N])
+{
+    if constexpr (lo_scaled<P>())
+#pragma unroll
+        for (int i = 0; i < M; i++)
+#pragma unroll
+            for (int j = 0; j < N; j++)
+                acc[i][j] += acl[i][j] * (1.0f / P::lo_scale);
 }
 
 struct prec_tf32x3 {
