@@ -332,8 +332,8 @@ static void test_small_scores(rng *r)
 }
 
 /* Small values (delta_config.value_scale): v and the initial states 1e-3 or 1e-4 of their usual
- * size, and every output and state with them. The 16-bit path's f16 lo parts (the state in W S
- * and Q S, W's, the update's V') once lost their bits to f16's subnormals below about 2^-3:
+ * size, and every output and state with them. The 16-bit path's f16 lo parts (the state's in
+ * W S and Q S, W's, T's, the update's V') once lost their bits to f16's subnormals below 2^-3:
  * scaled by 1e-3, 744 of 1500 random problems missed 5e-5, the worst 2.7e-4 (outputs) and 4.1e-4
  * (states) off (H100, twenty-ninth session). They are now scaled by 2^11 (split_pair). Every
  * K tile with both 16-bit types, held to out_bar and state_bar, unsplit and in 2-chunk segments

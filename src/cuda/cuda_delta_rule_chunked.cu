@@ -895,7 +895,8 @@ __device__ __forceinline__ void frag_b2_trans(unsigned (&b)[4], const E *y, int 
 }
 
 // A fragment (16 x 16 at (m0, k0)) of t diag(cs) f, t f32 row-major, as hi + lo parts in the
-// policy's type (split_pair: hi the elements rounded, lo what rounding left, scaled for f16). f is a power of two (w_scale_pow2): it scales exactly.
+// policy's type (split_pair: hi the elements rounded, lo what rounding left, scaled for f16).
+// f is a power of two (w_scale_pow2): it scales exactly.
 template <class P>
 __device__ __forceinline__ void frag_a_f32_cols_split(unsigned (&hi)[4], unsigned (&lo)[4],
                                                       const float *t, int ld, int m0, int k0,
