@@ -1903,6 +1903,20 @@ constexpr int kWgThreads = 128; // one warpgroup
 constexpr int kWgCols = 64;     // value columns per warpgroup
 constexpr int kWgUBytes = (kWgCols / kVT) * tc_u_tile(); // a warpgroup's U tiles in a stage
 
+// Between f16's lo products and its hi products in chunk_state_wg (split_pair): waits for the lo
+// group, brings its n accumulators (which it ran on times lo_scale) back, and fences for the hi
+// group.
+template <class P, int n>
+__device__ __forceinline__ void wg_lo_products_done(float *d)
+{
+    wg_commit_wait();
+    wg_hold<n>(d);
+#pragma unroll
+    for (int i = 0; i < n; i++)
+        d[i] *= 1.0f / P::lo_scale;
+    wg_fence();
+}
+
 // One stage of chunk_state_wg with NW warpgroups: byte offsets, every panel 1024-byte aligned.
 // W's and Q's panels alternate (wq: W's panel p at 2p, Q's at 2p + 1), so that [W; Q] is one
 // 128-row right operand of S^T (V' and the output's Q S in one product). Warpgroup w's U tiles
@@ -2170,12 +2184,7 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1) chunk_state_wg(const ck_arg
             wg_mma<P::is_f16, 1, 0, 64>(acc, sh[ks], dwl);
         }
         if constexpr (scaled) {
-            wg_commit_wait();
-            wg_hold<NA>(acc);
-#pragma unroll
-            for (int i = 0; i < NA; i++)
-                acc[i] *= 1.0f / P::lo_scale;
-            wg_fence();
+            wg_lo_products_done<P, NA>(acc);
 #pragma unroll
             for (int ks = 0; ks < NKS; ks++)
                 wg_mma<P::is_f16, 1, 0, 2 * NA>(acc, sh[ks], wq_desc(ks));
@@ -2241,12 +2250,7 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1) chunk_state_wg(const ck_arg
             }
         }
         if constexpr (scaled) { // S back from its scale, then the hi products
-            wg_commit_wait();
-            wg_hold<NS>(S);
-#pragma unroll
-            for (int i = 0; i < NS; i++)
-                S[i] *= 1.0f / P::lo_scale;
-            wg_fence();
+            wg_lo_products_done<P, NS>(S);
 #pragma unroll
             for (int ks = 0; ks < 4; ks++)
                 wg_mma<P::is_f16, 1, 1, KP>(S, vh[ks], k_desc(ks));
