@@ -2413,6 +2413,9 @@ struct state_plan {
 // chunk_state_wg's are the H200's, fitted to the passes' times at T = 32768 and 131072, HV = 4
 // (docs/PERFORMANCE.md, twenty-first session): one warpgroup a block 1.47 and 2.25 us, two 2.24
 // and 3.6 us, the stitch 2.3 us. chunk_state_tc keeps the nineteenth session's ratios 2 : 4 : 3.
+// On the H100 the passes are bound by the bytes they stage rather than by these chains (one wave
+// of 128-chunk segments took as long as two of 63), so the plan misses its best there by 3% at
+// 131072/4 and 32768/8 (docs/PERFORMANCE.md, thirtieth session).
 struct step_costs {
     int64_t maps, out;
 };
