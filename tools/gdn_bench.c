@@ -154,6 +154,7 @@ enum { NPREFILL = sizeof prefill_shapes / sizeof prefill_shapes[0] };
 
 typedef struct prefill_row {
     prefill_shape s;
+    gdn_dtype dtype; /* q, k, v, out */
     double ms, tflops;
 } prefill_row;
 
@@ -177,13 +178,13 @@ static double chunked_flops(const prefill_shape *s)
     return 2.0 * chunks * (C * C * (3.0 * DK + 2.0 * DV) + 3.0 * C * DK * DV);
 }
 
-static int bench_prefill(gdn_context *ctx, void *stream, const prefill_shape *shape, rng *r,
-                         prefill_row *row)
+static int bench_prefill(gdn_context *ctx, void *stream, const prefill_shape *shape,
+                         gdn_dtype dt, rng *r, prefill_row *row)
 {
     const int64_t T = shape->T, Hq = shape->H, Hv = shape->HV;
     int64_t qs[4] = {1, T, Hq, DK}, vs[4] = {1, T, Hv, DV}, gs[3] = {1, T, Hv};
-    gdn_tensor q = host_rand(r, GDN_BF16, 4, qs, -1, 1), k = host_rand(r, GDN_BF16, 4, qs, -1, 1);
-    gdn_tensor v = host_rand(r, GDN_BF16, 4, vs, -1, 1), out = tensor_alloc(GDN_BF16, 4, vs);
+    gdn_tensor q = host_rand(r, dt, 4, qs, -1, 1), k = host_rand(r, dt, 4, qs, -1, 1);
+    gdn_tensor v = host_rand(r, dt, 4, vs, -1, 1), out = tensor_alloc(dt, 4, vs);
     gdn_tensor g = host_rand(r, GDN_F32, 3, gs, -0.2, 0), beta = host_rand(r, GDN_F32, 3, gs, 0, 1);
     int64_t ps[4] = {1, Hv, DK, DV};
     gdn_tensor pool = host_rand(r, GDN_F32, 4, ps, -0.1, 0.1);
@@ -208,6 +209,7 @@ static int bench_prefill(gdn_context *ctx, void *stream, const prefill_shape *sh
         rc = 1;
     }
     row->s = *shape;
+    row->dtype = dt;
     row->tflops = chunked_flops(shape) / (row->ms * 1e9);
     unstage(&st);
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
@@ -221,12 +223,12 @@ static void print_prefill_json(FILE *jf, const prefill_row *rows, gdn_context *c
 {
     for (int i = 0; i < NPREFILL; i++) {
         const prefill_row *w = &rows[i];
-        fprintf(jf, "%s{\"op\": \"prefill\", \"backend\": \"cuda\", \"dtype\": \"bf16\", "
+        fprintf(jf, "%s{\"op\": \"prefill\", \"backend\": \"cuda\", \"dtype\": \"%s\", "
                     "\"state_dtype\": \"f32\", \"algorithm\": \"chunked\", \"B\": 1, "
                     "\"T\": %lld, \"H\": %lld, \"HV\": %lld, \"K\": %d, \"V\": %d, "
                     "\"threads\": %d, \"ms\": %.6f, \"tokens_per_s\": %.1f, \"tflops\": %.2f, "
                     "\"peak_fraction\": null, \"vs_baseline\": null, \"device\": \"%s\"}",
-                i || after_rows ? ",\n " : "", (long long)w->s.T, (long long)w->s.H,
+                i || after_rows ? ",\n " : "", gdn_dtype_name(w->dtype), (long long)w->s.T, (long long)w->s.H,
                 (long long)w->s.HV, DK, DV,
                 gdn_context_num_threads(ctx), w->ms, (double)w->s.T / (w->ms * 1e-3), w->tflops,
                 devname);
@@ -307,6 +309,7 @@ int cmd_bench(int argc, char **argv)
         return rc;
     }
     bool device = be == GDN_BACKEND_CUDA;
+    const gdn_dtype prefill_dtype = o.dtype_given ? o.dtype : GDN_BF16; /* (--dtype) */
     void *stream = device ? dev_stream_new() : NULL;
     gdn_context_set_stream(ctx, stream);
     char devname[128] = "";
@@ -332,7 +335,7 @@ int cmd_bench(int argc, char **argv)
             fprintf(stderr, "[gdn bench] prefill T=%lld H=%lld HV=%lld on cuda\n",
                     (long long)prefill_shapes[i].T, (long long)prefill_shapes[i].H,
                     (long long)prefill_shapes[i].HV);
-        rc = bench_prefill(ctx, stream, &prefill_shapes[i], &r, &prows[i]);
+        rc = bench_prefill(ctx, stream, &prefill_shapes[i], prefill_dtype, &r, &prows[i]);
     }
     if (rc) {
         gdn_context_destroy(ctx);
@@ -390,7 +393,8 @@ int cmd_bench(int argc, char **argv)
     }
     if (!o.json && do_prefill) {
         if (device) {
-            printf("prefill, B=1, K=V=%d, bf16 q/k/v, f32 initial and final state, chunked\n", DK);
+            printf("prefill, B=1, K=V=%d, %s q/k/v, f32 initial and final state, chunked\n", DK,
+                   gdn_dtype_name(prefill_dtype));
             printf("%8s %4s %4s %10s %14s %10s\n", "T", "H", "HV", "ms", "tokens/s", "TFLOP/s");
             for (int i = 0; i < NPREFILL; i++)
                 printf("%8lld %4lld %4lld %10.3f %14.0f %10.2f\n", (long long)prows[i].s.T,

@@ -24,7 +24,8 @@ static void usage(FILE *f)
             "options:\n"
             "  --backend auto|ref|cpu|cuda   backend to run (default auto)\n"
             "  --threads N                   CPU threads (default: all)\n"
-            "  --dtype f32|bf16|f16          activation dtype (demo, default f32)\n"
+            "  --dtype f32|bf16|f16          activation dtype (demo, default f32; bench's\n"
+            "                                prefill rows' q/k/v/out, default bf16)\n"
             "  --seed S                      random seed (check; default fresh, or GDN_SEED)\n"
             "  --json                        machine-readable output\n");
 }
@@ -87,6 +88,7 @@ int parse_common_options(int argc, char **argv, tool_options *o)
                 fprintf(stderr, "gdn: --dtype is '%s', expected f32, bf16 or f16\n", val);
                 return 2;
             }
+            o->dtype_given = true;
             i++;
         } else if (!strcmp(a, "--seed")) {
             o->seed = strtoull(val, NULL, 0);

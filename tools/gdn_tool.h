@@ -17,6 +17,7 @@ typedef struct tool_options {
     int threads;
     bool json;
     gdn_dtype dtype;
+    bool dtype_given;        /* --dtype was on the command line (bench: its default differs) */
     uint64_t seed;
     bool seed_given;
 } tool_options;
