@@ -370,6 +370,19 @@ static void one_token_run(gdn_context *ctx, gdn_delta_rule_args *a, gdn_algorith
     unstage(&s);
 }
 
+/* q_i.k_i in float64 of the inputs as stored, and sum_j |q_ij k_ij| in *mag. */
+static double stored_dot(const gdn_delta_rule_args *a, int i, int64_t K, double *mag)
+{
+    double dot = 0, m = 0;
+    for (int64_t j = 0; j < K; j++) {
+        const double p = tensor_get(&a->q, i * K + j) * tensor_get(&a->k, i * K + j);
+        dot += p;
+        m += fabs(p);
+    }
+    *mag = m;
+    return dot;
+}
+
 static void one_token_free(gdn_delta_rule_args *a)
 {
     gdn_tensor *all[] = {&a->q, &a->k, &a->v, &a->beta, &a->out};
@@ -393,12 +406,8 @@ double delta_cancelling_dots(gdn_context *ctx, gdn_algorithm algo, bool device, 
     const double u = ldexp(1.0, -24), after = dt == GDN_F32 ? 16 * u : ldexp(1.0, -14);
     double worst = 0;
     for (int i = 0; i < n && *st == GDN_OK; i++) {
-        double dot = 0, mag = 0, err = 0, vv = 0;
-        for (int j = 0; j < K; j++) {
-            const double p = tensor_get(&a.q, i * K + j) * tensor_get(&a.k, i * K + j);
-            dot += p;
-            mag += fabs(p);
-        }
+        double mag, err = 0, vv = 0;
+        const double dot = stored_dot(&a, i, K, &mag);
         for (int j = 0; j < V; j++) {
             const double vj = tensor_get(&a.v, i * V + j);
             const double d = out[i * V + j] - beta[i] * dot * vj;
@@ -419,7 +428,6 @@ double delta_small_scores(gdn_context *ctx, gdn_algorithm algo, bool device, gdn
 {
     enum { K = 128, V = 16 };
     gdn_delta_rule_args a = one_token_args(dt, n, K, V);
-    double *dot = malloc((size_t)n * sizeof *dot);
     for (int i = 0; i < n; i++) {
         /* q = +-e_x, k = c e_x +- e_y: q.k = +-c, one product; c = m 2^-e with a 7-bit m,
          * exact in every input type */
@@ -431,7 +439,6 @@ double delta_small_scores(gdn_context *ctx, gdn_algorithm algo, bool device, gdn
             tensor_set(&a.q, i * K + j, j == x ? sq : 0.0);
             tensor_set(&a.k, i * K + j, j == x ? c : j == y ? sk : 0.0);
         }
-        dot[i] = sq * c;
     }
     tensor_fill_uniform(&a.v, r, -1, 1);
     tensor_fill_uniform(&a.beta, r, 0.2, 1);
@@ -440,9 +447,10 @@ double delta_small_scores(gdn_context *ctx, gdn_algorithm algo, bool device, gdn
     const double scale = 1.0 / sqrt((double)K); /* (the default) */
     double worst = 0;
     for (int i = 0; i < n && *st == GDN_OK; i++) {
-        double err = 0, norm = 0;
+        double err = 0, norm = 0, mag;
+        const double dot = stored_dot(&a, i, K, &mag); /* +-c, exact */
         for (int j = 0; j < V; j++) {
-            const double want = scale * dot[i] * beta[i] * tensor_get(&a.v, i * V + j);
+            const double want = scale * dot * beta[i] * tensor_get(&a.v, i * V + j);
             err += (out[i * V + j] - want) * (out[i * V + j] - want);
             norm += want * want;
         }
@@ -450,7 +458,6 @@ double delta_small_scores(gdn_context *ctx, gdn_algorithm algo, bool device, gdn
         if (!(e <= worst)) /* NaN included */
             worst = e;
     }
-    free(dot);
     one_token_free(&a);
     return worst;
 }
