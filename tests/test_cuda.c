@@ -26,6 +26,7 @@
 #include "device.h"
 #include "harness.h"
 
+#include <math.h>
 #include <string.h>
 
 TEST_DEFINE_COUNTERS
@@ -64,19 +65,64 @@ static gdn_status run_on_device(delta_case *c, gdn_algorithm algo)
     return st;
 }
 
-/* Runs c with `algo` on the reference (expect) or on the device, keeping out and state. */
+/* A run's out and state, kept to compare other runs with. out_measure scales rel_l2 against
+ * out: 1, or for one-token calls ||out|| / ||out of |q|, |k|||, below. */
 typedef struct delta_result {
     gdn_tensor out, state;
+    double out_measure;
 } delta_result;
 
-static delta_result keep_result(const delta_case *c)
+/* Whether every output of c is scale beta (q.k) v: every sequence one token, and no pool (so no
+ * initial state). Such an output's rounding is that of a dot product, relative to
+ * sum_i |q_i k_i| rather than to |q.k| (test_cancelling_dots): where q.k cancels, any f32
+ * evaluation misses a fixed relative bar on the output (seen once: f32, V = 1, HV = 2, 1.6e-5,
+ * thirtieth session), most of all when the output has a few elements to spread it over. */
+static bool one_token_outputs(const delta_case *c)
 {
-    delta_result k = {tensor_zeros_like(&c->out), gdn_tensor_none()};
+    return !c->cfg.lens && c->cfg.T == 1 && !c->state.data;
+}
+
+static double l2_norm(const gdn_tensor *t)
+{
+    double s = 0.0;
+    for (int64_t i = 0, n = tensor_numel(t); i < n; i++)
+        s += tensor_get(t, i) * tensor_get(t, i);
+    return sqrt(s);
+}
+
+/* For one_token_outputs: ||want|| / ||the reference's out with |q| and |k| in place of q and k||,
+ * whose elements are scale beta (sum_i |q_i k_i|) v (the L2 norms and gates are the same), so
+ * that rel_l2 times it is the error against those sums. 1 for any other call. Leaves c's out
+ * overwritten (every run poisons it first). */
+static double one_token_measure(delta_case *c, const gdn_tensor *want)
+{
+    if (!one_token_outputs(c))
+        return 1.0;
+    gdn_tensor q = tensor_zeros_like(&c->q), k = tensor_zeros_like(&c->k);
+    tensor_copy(&q, &c->q);
+    tensor_copy(&k, &c->k);
+    for (int64_t i = 0, n = tensor_numel(&q); i < n; i++) {
+        tensor_set(&c->q, i, fabs(tensor_get(&q, i)));
+        tensor_set(&c->k, i, fabs(tensor_get(&k, i)));
+    }
+    CHECK_OK(delta_case_run(ref, c, GDN_ALGO_RECURRENT), ref);
+    const double mag = l2_norm(&c->out);
+    tensor_copy(&c->q, &q);
+    tensor_copy(&c->k, &k);
+    tensor_free(&q);
+    tensor_free(&k);
+    return mag > 0.0 ? l2_norm(want) / mag : 1.0;
+}
+
+static delta_result keep_result(delta_case *c)
+{
+    delta_result k = {tensor_zeros_like(&c->out), gdn_tensor_none(), 1.0};
     tensor_copy(&k.out, &c->out);
     if (c->state.data) {
         k.state = tensor_zeros_like(&c->state);
         tensor_copy(&k.state, &c->state);
     }
+    k.out_measure = one_token_measure(c, &k.out);
     return k;
 }
 
@@ -96,7 +142,8 @@ static void compare_device(delta_case *c, gdn_algorithm algo, const delta_result
     CHECK_OK(run_on_device(c, algo), cuda);
     CHECK(delta_case_untouched(c), "cuda %s wrote a skipped row or an unnamed slot: %s", what,
           desc);
-    CHECK_ERR(rel_l2(&c->out, &want->out), out_tol, "cuda %s output: %s", what, desc);
+    CHECK_ERR(rel_l2(&c->out, &want->out) * want->out_measure, out_tol, "cuda %s output: %s",
+              what, desc);
     if (c->state.data)
         CHECK_ERR(rel_l2(&c->state, &want->state), state_tol, "cuda %s state: %s", what, desc);
 }
