@@ -244,9 +244,9 @@ GDN_API unsigned gdn_cpu_features(void);
 
 /* Number of CUDA devices (0 without the CUDA backend or without a driver). */
 GDN_API int gdn_cuda_device_count(void);
-/* Writes device i's name, compute capability and memory ("NVIDIA H100 (sm_90, 79 GiB)") into
- * buf. Errors: GDN_ERR_NULL, GDN_ERR_VALUE (bad i), GDN_ERR_CUDA, GDN_ERR_BACKEND (built
- * without the CUDA backend). */
+/* Writes device i's name, compute capability, memory and the memory's peak bandwidth
+ * ("NVIDIA H100 (sm_90, 79 GiB, 3352 GB/s peak)") into buf. Errors: GDN_ERR_NULL, GDN_ERR_VALUE
+ * (bad i), GDN_ERR_CUDA, GDN_ERR_BACKEND (built without the CUDA backend). */
 GDN_API gdn_status gdn_cuda_device_name(int device, char *buf, size_t buf_size);
 
 /* ---------------------------------------------------------------------------------------------

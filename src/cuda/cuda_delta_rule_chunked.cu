@@ -2398,6 +2398,8 @@ int wg_width_max(const gdn_delta_rule_problem *p)
     return max_shared_optin() >= wg_layout_for(128, 2).bytes ? 2 : 1;
 }
 
+int64_t longer(int64_t a, int64_t b) { return a > b ? a : b; }
+
 // Waves of `blocks` blocks at one block per SM.
 int64_t waves(int64_t blocks, int64_t sms) { return (blocks + sms - 1) / sms; }
 
@@ -2413,9 +2415,8 @@ struct state_plan {
 // chunk_state_wg's are the H200's, fitted to the passes' times at T = 32768 and 131072, HV = 4
 // (docs/PERFORMANCE.md, twenty-first session): one warpgroup a block 1.47 and 2.25 us, two 2.24
 // and 3.6 us, the stitch 2.3 us. chunk_state_tc keeps the nineteenth session's ratios 2 : 4 : 3.
-// On the H100 the passes are bound by the bytes they stage rather than by these chains (one wave
-// of 128-chunk segments took as long as two of 63), so the plan misses its best there by 3% at
-// 131072/4 and 32768/8 (docs/PERFORMANCE.md, thirtieth session).
+// These chains bind on the H200; on the H100 the passes are bound by the bytes they stage (one
+// wave of 128-chunk segments took as long as two of 63), which pass_bytes models.
 struct step_costs {
     int64_t maps, out;
 };
@@ -2424,14 +2425,54 @@ constexpr int64_t kWgStitchStep = 230;
 constexpr step_costs kTcSteps = {200, 400};
 constexpr int64_t kTcStitchStep = 300;
 
+// Bytes a split pass moves per (chunk, value head), and the maps pass per map: the workspace
+// blocks it stages (W hi + lo, U and the decay factors; the key head's q and k tiles shared by
+// its HV / H value heads through L2; the output pass also Aqk hi + lo, q and the output rows), or
+// the map it writes.
+struct pass_bytes {
+    int64_t maps, map, out;
+};
+
+pass_bytes split_pass_bytes(const gdn_delta_rule_problem *p)
+{
+    const int64_t KP = round_up(p->K, 32), VP = round_up(p->V, 32), share = p->HV / p->H;
+    const int64_t kb = tc_key_block((int)KP, 2), ub = VP / kVT * tc_u_tile();
+    const int64_t maps = 2 * kb + ub + kb / share + kC * 4;
+    const int64_t out = maps + tc_aq_block(2) + kb / share + kC * 4 +
+                        kC * p->V * elem_size(p->a.out.dtype);
+    return pass_bytes{maps, KP * (KP + VP) * 4, out};
+}
+
+// Bytes the split passes stream per 0.01 us, or 0 where the device does not say: the memory's
+// peak (2 transfers a clock over the bus) times 0.795, what the output pass reached on the H100
+// where it was bound by bytes (pass_bytes' 944 MB at 131072 / 4 in 354 us, peak 3.35 TB/s;
+// thirtieth session; the plans at the issue's rows and a few more shapes are the same from 0.77
+// to 0.9). Asked once per device: the memory clock's query takes 351 us (H100).
+int64_t stream_bytes_per_step_unit()
+{
+    static int64_t known[64]; // 0: not asked yet; -1: the device does not say
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
+        cudaGetLastError();
+        return 0;
+    }
+    if (!known[dev]) {
+        const double khz = device_attr(cudaDevAttrMemoryClockRate),
+                     bits = device_attr(cudaDevAttrGlobalMemoryBusWidth);
+        const int64_t rate = (int64_t)(khz * 1e3 * 2 * bits / 8 * 0.795 * 1e-8);
+        known[dev] = rate > 0 ? rate : -1;
+    }
+    return known[dev] > 0 ? known[dev] : 0;
+}
+
 // The plan for a call (sequence splitting, above chunk_state_tc). Split only 16-bit inputs, only
 // where the stitch's shared memory fits the device, and only when few_state_blocks (the state
 // pass runs one block per SM) or, on warpgroup products, two_segments_pay; then into the G
 // segments per sequence, and with the warpgroups per block, that minimise the modelled time: per
 // pass, its step time x chunks per segment x waves of its blocks (the maps pass KT + VT tiles of
 // cols value columns per head and segment but the last, cols the block's width, the output pass
-// VT tiles), plus the stitch's step per segment boundary. Ties go to fewer segments and
-// warpgroups.
+// VT tiles), or the time its bytes take at the device's rate where that is longer, plus the
+// stitch's step per segment boundary. Ties go to fewer segments and warpgroups.
 // Unsplit calls run one warpgroup a block. GDN_CUDA_SEGMENT_CHUNKS=n forces n chunks a segment,
 // GDN_CUDA_WG_WIDTH=n or m,o the warpgroups per block of both passes or of the maps (m) and the
 // output pass (o); a width that cannot run is ignored (testing and benchmarking).
@@ -2465,16 +2506,22 @@ state_plan plan_state(const gdn_delta_rule_problem *p, bool wg)
         out_tiles[nw] = round_up(p->V, cols) / cols;
         maps_tiles[nw] = round_up(p->K, cols) / cols + out_tiles[nw];
     }
+    const pass_bytes pb = split_pass_bytes(p);
+    const int64_t rate = stream_bytes_per_step_unit();
+    const int64_t out_floor = rate > 0 ? per_seq * heads * pb.out / rate : 0;
     state_plan best{most, lo_m, lo_o};
     int64_t best_cost = -1;
     auto consider = [&](int64_t segc, int64_t G) {
+        const int64_t maps_floor =
+            rate > 0 ? (G - 1) * heads * (segc * pb.maps + pb.map) / rate : 0;
         for (int m = lo_m; m <= hi_m; m++)
             for (int o = lo_o; o <= hi_o; o++) {
                 const step_costs sm = wg ? kWgSteps[m] : kTcSteps, so = wg ? kWgSteps[o] : kTcSteps;
                 const int64_t maps = (G - 1) * maps_tiles[m] * heads;
-                const int64_t cost = sm.maps * segc * waves(maps, sms) +
-                                     so.out * segc * waves(G * out_tiles[o] * heads, sms) +
-                                     (wg ? kWgStitchStep : kTcStitchStep) * (G - 1);
+                const int64_t cost =
+                    longer(sm.maps * segc * waves(maps, sms), maps_floor) +
+                    longer(so.out * segc * waves(G * out_tiles[o] * heads, sms), out_floor) +
+                    (wg ? kWgStitchStep : kTcStitchStep) * (G - 1);
                 if (best_cost < 0 || cost < best_cost)
                     best = state_plan{segc, m, o}, best_cost = cost;
             }

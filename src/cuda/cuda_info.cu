@@ -24,7 +24,12 @@ extern "C" gdn_status gdn_cuda_device_name(int device, char *buf, size_t buf_siz
     cudaDeviceProp prop;
     if (cudaGetDeviceProperties(&prop, device) != cudaSuccess)
         return GDN_ERR_CUDA;
-    snprintf(buf, buf_size, "%s (sm_%d%d, %.0f GiB)", prop.name, prop.major, prop.minor,
-             (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0));
+    int khz = 0, bits = 0; // the memory's peak: 2 transfers a clock over the bus
+    cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, device);
+    cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, device);
+    cudaGetLastError();
+    snprintf(buf, buf_size, "%s (sm_%d%d, %.0f GiB, %.0f GB/s peak)", prop.name, prop.major,
+             prop.minor, (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0),
+             2e3 * khz * (bits / 8) / 1e9);
     return GDN_OK;
 }
