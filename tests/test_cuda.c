@@ -7,7 +7,9 @@
  *   - the chunked form (tensor cores) against the reference and against the recurrent kernel:
  *     T below, at and past the chunk and not a multiple of it, varlen with empty and one-token
  *     sequences, the same options drawn at random; f32 inputs to 1e-5, bf16/f16 inputs' f32
- *     outputs and states to 5e-5 (TC16_TOL), 16-bit outputs to 5e-3;
+ *     outputs and states to 5e-5 (TC16_TOL), 16-bit outputs to 5e-3 (a call of one-token
+ *     sequences from zero states, whose outputs are dot products, against sum |q_i k_i|:
+ *     one_token_measure);
  *   - the same with each sequence split into segments of forced lengths (16-bit inputs), against
  *     the reference and the unsplit form;
  *   - one-token outputs whose q.k cancels, every input type, held to the error of an f32 dot
@@ -39,7 +41,8 @@ static gdn_context *cuda, *ref;
  * them), as every operand but the exact q and k enters the products as hi + lo parts; with Aqk
  * and V' of the output's Aqk V' rounded once (earlier kernels) the outputs measured 2e-3 on
  * average. One kind of input misses it and is tested apart: one-token outputs whose q.k cancels
- * (test_cancelling_dots; about one random problem in 2000). Small values, which f16 inputs once
+ * (test_cancelling_dots; about one random problem in 2000; a random call made only of them is
+ * judged against sum |q_i k_i|, one_token_measure). Small values, which f16 inputs once
  * missed it with, are tested apart too (test_small_values). A 16-bit output to 5e-3, which
  * covers its own rounding. */
 #define TC16_TOL 5e-5
