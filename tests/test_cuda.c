@@ -9,7 +9,7 @@
  *     sequences, the same options drawn at random; f32 inputs to 1e-5, bf16/f16 inputs' f32
  *     outputs and states to 5e-5 (TC16_TOL), 16-bit outputs to 5e-3 (a call of one-token
  *     sequences from zero states, whose outputs are dot products, against sum |q_i k_i|:
- *     one_token_measure);
+ *     delta_case_one_token_measure);
  *   - the same with each sequence split into segments of forced lengths (16-bit inputs), against
  *     the reference and the unsplit form;
  *   - one-token outputs whose q.k cancels, every input type, held to the error of an f32 dot
@@ -28,7 +28,6 @@
 #include "device.h"
 #include "harness.h"
 
-#include <math.h>
 #include <string.h>
 
 TEST_DEFINE_COUNTERS
@@ -42,7 +41,7 @@ static gdn_context *cuda, *ref;
  * and V' of the output's Aqk V' rounded once (earlier kernels) the outputs measured 2e-3 on
  * average. One kind of input misses it and is tested apart: one-token outputs whose q.k cancels
  * (test_cancelling_dots; about one random problem in 2000; a random call made only of them is
- * judged against sum |q_i k_i|, one_token_measure). Small values, which f16 inputs once
+ * judged against sum |q_i k_i|, delta_case_one_token_measure). Small values, which f16 inputs once
  * missed it with, are tested apart too (test_small_values). A 16-bit output to 5e-3, which
  * covers its own rounding. */
 #define TC16_TOL 5e-5
@@ -69,53 +68,11 @@ static gdn_status run_on_device(delta_case *c, gdn_algorithm algo)
 }
 
 /* A run's out and state, kept to compare other runs with. out_measure scales rel_l2 against
- * out: 1, or for one-token calls ||out|| / ||out of |q|, |k|||, below. */
+ * out (delta_case_one_token_measure: 1 but for calls of one-token sequences from zero states). */
 typedef struct delta_result {
     gdn_tensor out, state;
     double out_measure;
 } delta_result;
-
-/* Whether every output of c is scale beta (q.k) v: every sequence one token, and no pool (so no
- * initial state). Such an output's rounding is that of a dot product, relative to
- * sum_i |q_i k_i| rather than to |q.k| (test_cancelling_dots): where q.k cancels, any f32
- * evaluation misses a fixed relative bar on the output (seen once: f32, V = 1, HV = 2, 1.6e-5,
- * thirtieth session), most of all when the output has a few elements to spread it over. */
-static bool one_token_outputs(const delta_case *c)
-{
-    return !c->cfg.lens && c->cfg.T == 1 && !c->state.data;
-}
-
-static double l2_norm(const gdn_tensor *t)
-{
-    double s = 0.0;
-    for (int64_t i = 0, n = tensor_numel(t); i < n; i++)
-        s += tensor_get(t, i) * tensor_get(t, i);
-    return sqrt(s);
-}
-
-/* For one_token_outputs: ||want|| / ||the reference's out with |q| and |k| in place of q and k||,
- * whose elements are scale beta (sum_i |q_i k_i|) v (the L2 norms and gates are the same), so
- * that rel_l2 times it is the error against those sums. 1 for any other call. Leaves c's out
- * overwritten (every run poisons it first). */
-static double one_token_measure(delta_case *c, const gdn_tensor *want)
-{
-    if (!one_token_outputs(c))
-        return 1.0;
-    gdn_tensor q = tensor_zeros_like(&c->q), k = tensor_zeros_like(&c->k);
-    tensor_copy(&q, &c->q);
-    tensor_copy(&k, &c->k);
-    for (int64_t i = 0, n = tensor_numel(&q); i < n; i++) {
-        tensor_set(&c->q, i, fabs(tensor_get(&q, i)));
-        tensor_set(&c->k, i, fabs(tensor_get(&k, i)));
-    }
-    CHECK_OK(delta_case_run(ref, c, GDN_ALGO_RECURRENT), ref);
-    const double mag = l2_norm(&c->out);
-    tensor_copy(&c->q, &q);
-    tensor_copy(&c->k, &k);
-    tensor_free(&q);
-    tensor_free(&k);
-    return mag > 0.0 ? l2_norm(want) / mag : 1.0;
-}
 
 static delta_result keep_result(delta_case *c)
 {
@@ -125,7 +82,9 @@ static delta_result keep_result(delta_case *c)
         k.state = tensor_zeros_like(&c->state);
         tensor_copy(&k.state, &c->state);
     }
-    k.out_measure = one_token_measure(c, &k.out);
+    gdn_status st;
+    k.out_measure = delta_case_one_token_measure(ref, c, &k.out, &st);
+    CHECK_OK(st, ref);
     return k;
 }
 

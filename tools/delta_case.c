@@ -290,6 +290,41 @@ gdn_status delta_case_run(gdn_context *ctx, delta_case *c, gdn_algorithm algo)
     return gdn_delta_rule(ctx, &c->args);
 }
 
+bool delta_case_one_token_outputs(const delta_case *c)
+{
+    return !c->cfg.lens && c->cfg.T == 1 && !c->state.data;
+}
+
+static double l2_norm(const gdn_tensor *t)
+{
+    double s = 0.0;
+    for (int64_t i = 0, n = tensor_numel(t); i < n; i++)
+        s += tensor_get(t, i) * tensor_get(t, i);
+    return sqrt(s);
+}
+
+double delta_case_one_token_measure(gdn_context *ref_ctx, delta_case *c, const gdn_tensor *want,
+                                    gdn_status *st)
+{
+    *st = GDN_OK;
+    if (!delta_case_one_token_outputs(c))
+        return 1.0;
+    gdn_tensor q = tensor_zeros_like(&c->q), k = tensor_zeros_like(&c->k);
+    tensor_copy(&q, &c->q);
+    tensor_copy(&k, &c->k);
+    for (int64_t i = 0, n = tensor_numel(&q); i < n; i++) {
+        tensor_set(&c->q, i, fabs(tensor_get(&q, i)));
+        tensor_set(&c->k, i, fabs(tensor_get(&k, i)));
+    }
+    *st = delta_case_run(ref_ctx, c, GDN_ALGO_RECURRENT);
+    const double mag = l2_norm(&c->out);
+    tensor_copy(&c->q, &q);
+    tensor_copy(&c->k, &k);
+    tensor_free(&q);
+    tensor_free(&k);
+    return *st == GDN_OK && mag > 0.0 ? l2_norm(want) / mag : 1.0;
+}
+
 int64_t delta_case_slot(const delta_case *c, int64_t n)
 {
     if (!c->state.data)

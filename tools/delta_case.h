@@ -93,4 +93,17 @@ double delta_cancelling_dots(gdn_context *ctx, gdn_algorithm algo, bool device, 
 double delta_small_scores(gdn_context *ctx, gdn_algorithm algo, bool device, gdn_dtype dt, int n,
                           rng *r, gdn_status *st);
 
+/* Whether every output of c is scale beta (q.k) v: every sequence one token, and no pool (so no
+ * initial state). Such an output's rounding is that of a dot product, relative to
+ * sum_i |q_i k_i| rather than to |q.k| (delta_cancelling_dots): where q.k cancels, any f32
+ * evaluation misses a fixed relative bar on the output, most of all when it has few elements. */
+bool delta_case_one_token_outputs(const delta_case *c);
+/* What scales rel_l2(out, want) into the error against those sums: for one_token_outputs
+ * ||want|| / ||ref_ctx's outputs of c with |q| and |k| in place of q and k|| (their elements
+ * scale beta (sum_i |q_i k_i|) v: the L2 norms and gates are the same), 1 for any other call.
+ * Runs ref_ctx on c for that (c's out is overwritten; q and k are restored); *st gets the run's
+ * status (GDN_OK when it does not run). */
+double delta_case_one_token_measure(gdn_context *ref_ctx, delta_case *c, const gdn_tensor *want,
+                                    gdn_status *st);
+
 #endif
