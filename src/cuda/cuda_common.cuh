@@ -167,6 +167,20 @@ __device__ __forceinline__ int64_t seq_slot(const Tensor &slots, int64_t n, int6
     return s < S ? s : -1;
 }
 
+// Device `device`'s peak memory bandwidth in bytes per second (2 transfers a clock over the
+// bus), or 0 where it does not say. The clock's query is slow (351 us on the H100): what runs on
+// every call caches it.
+inline double memory_peak_bytes_per_s(int device)
+{
+    int khz = 0, bits = 0;
+    if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, device) != cudaSuccess) {
+        cudaGetLastError();
+        return 0.0;
+    }
+    return 2e3 * khz * (bits / 8);
+}
+
 #ifdef __cplusplus
 extern "C" {
 #endif

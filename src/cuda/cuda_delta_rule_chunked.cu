@@ -2168,16 +2168,16 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1) chunk_state_wg(const ck_arg
 #pragma unroll
         for (int i = 0; i < NA; i++)
             acc[i] = OUT && i < 32 ? -u_at(i) * P::lo_scale : 0.0f;
-        // W's panel ks / 4 is panel 2 (ks / 4) of wq, with Q's next to it
+        // k-step ks's 16 columns: in panel ks / 4 of W lo (wl); W's panel ks / 4 is panel
+        // 2 (ks / 4) of wq, with Q's next to it
+        auto at = [](int ks) { return (unsigned)((ks >> 2) * kPanelBytes + (ks & 3) * 32); };
         auto wq_desc = [&](int ks) {
-            const unsigned at = (unsigned)((ks >> 2) * kPanelBytes + (ks & 3) * 32);
-            return wg_desc(sst + L.wq + at + (ks >> 2) * kPanelBytes, 16, 1024);
+            return wg_desc(sst + L.wq + at(ks) + (ks >> 2) * kPanelBytes, 16, 1024);
         };
         wg_fence();
 #pragma unroll
         for (int ks = 0; ks < NKS; ks++) {
-            const unsigned at = (unsigned)((ks >> 2) * kPanelBytes + (ks & 3) * 32);
-            const uint64_t dwq = wq_desc(ks), dwl = wg_desc(sst + L.wl + at, 16, 1024);
+            const uint64_t dwq = wq_desc(ks), dwl = wg_desc(sst + L.wl + at(ks), 16, 1024);
             if (!scaled)
                 wg_mma<P::is_f16, 1, 0, 2 * NA>(acc, sh[ks], dwq); // [W; Q] or W alone
             wg_mma<P::is_f16, 1, 0, 2 * NA>(acc, sl[ks], dwq);
@@ -2444,10 +2444,10 @@ pass_bytes split_pass_bytes(const gdn_delta_rule_problem *p)
 }
 
 // Bytes the split passes stream per 0.01 us, or 0 where the device does not say: the memory's
-// peak (2 transfers a clock over the bus) times 0.795, what the output pass reached on the H100
+// peak (memory_peak_bytes_per_s) times 0.795, what the output pass reached on the H100
 // where it was bound by bytes (pass_bytes' 944 MB at 131072 / 4 in 354 us, peak 3.35 TB/s;
 // thirtieth session; the plans at the issue's rows and a few more shapes are the same from 0.77
-// to 0.9). Asked once per device: the memory clock's query takes 351 us (H100).
+// to 0.9). Asked once per device.
 int64_t stream_bytes_per_step_unit()
 {
     static int64_t known[64]; // 0: not asked yet; -1: the device does not say
@@ -2457,9 +2457,7 @@ int64_t stream_bytes_per_step_unit()
         return 0;
     }
     if (!known[dev]) {
-        const double khz = device_attr(cudaDevAttrMemoryClockRate),
-                     bits = device_attr(cudaDevAttrGlobalMemoryBusWidth);
-        const int64_t rate = (int64_t)(khz * 1e3 * 2 * bits / 8 * 0.795 * 1e-8);
+        const int64_t rate = (int64_t)(memory_peak_bytes_per_s(dev) * 0.795 * 1e-8);
         known[dev] = rate > 0 ? rate : -1;
     }
     return known[dev] > 0 ? known[dev] : 0;
