@@ -228,8 +228,8 @@ static void print_prefill_json(FILE *jf, const prefill_row *rows, gdn_context *c
                     "\"T\": %lld, \"H\": %lld, \"HV\": %lld, \"K\": %d, \"V\": %d, "
                     "\"threads\": %d, \"ms\": %.6f, \"tokens_per_s\": %.1f, \"tflops\": %.2f, "
                     "\"peak_fraction\": null, \"vs_baseline\": null, \"device\": \"%s\"}",
-                i || after_rows ? ",\n " : "", gdn_dtype_name(w->dtype), (long long)w->s.T, (long long)w->s.H,
-                (long long)w->s.HV, DK, DV,
+                i || after_rows ? ",\n " : "", gdn_dtype_name(w->dtype), (long long)w->s.T,
+                (long long)w->s.H, (long long)w->s.HV, DK, DV,
                 gdn_context_num_threads(ctx), w->ms, (double)w->s.T / (w->ms * 1e-3), w->tflops,
                 devname);
     }
