@@ -28,6 +28,7 @@
 #include "device.h"
 #include "harness.h"
 
+#include <math.h>
 #include <string.h>
 
 TEST_DEFINE_COUNTERS
@@ -156,7 +157,9 @@ static void test_recurrent(rng *r)
 }
 
 /* The chunked form: f32 inputs run split-tf32 products; bf16/f16 inputs run 16-bit tensor-core
- * products (every operand but q and k as hi + lo parts, U in f32). out_bar and state_bar. */
+ * products (every operand but q and k as hi + lo parts, U in f32). out_bar and state_bar. On
+ * sm_90 the 16-bit passes take q and k from the inputs (K = 64, 128) where the preparation
+ * copies them elsewhere; those cases run the copies too (GDN_CUDA_KEY_TILES=copy). */
 static void test_chunked(rng *r)
 {
     static const int64_t ks[] = {16, 64, 96, 128}, vs[] = {16, 36, 128};
@@ -185,6 +188,12 @@ static void test_chunked(rng *r)
         const double tol = out_bar(&f), state_tol = state_bar(&f);
         CHECK_OK(delta_case_run(ref, &c, GDN_ALGO_RECURRENT), ref);
         delta_result want = keep_result(&c);
+        if (f.dtype != GDN_F32) { /* the preparation's q / k copies, which sm_90 does without */
+            setenv("GDN_CUDA_KEY_TILES", "copy", 1);
+            compare_device(&c, GDN_ALGO_CHUNKED, &want, tol, state_tol,
+                           "chunked, q / k copied, vs ref");
+            unsetenv("GDN_CUDA_KEY_TILES");
+        }
         compare_device(&c, GDN_ALGO_CHUNKED, &want, tol, state_tol, "chunked vs ref");
         delta_result chunked = keep_result(&c);
         compare_device(&c, GDN_ALGO_RECURRENT, &chunked, tol, state_tol,
@@ -235,16 +244,86 @@ static void test_chunked_split(rng *r)
         setenv("GDN_CUDA_SEGMENT_CHUNKS", segc, 1);
         const char *cols = (const char *[]){"8", "16"}[i / 2 % 2]; /* both with both types */
         setenv("GDN_CUDA_STITCH_COLS", cols, 1);
-        char what[80];
-        snprintf(what, sizeof what, "chunked, %s-chunk segments, stitch by %s, vs ref", segc, cols);
+        const bool copies = i / 4 == 1; /* the preparation's q / k copies (cases 4-7) */
+        if (copies)
+            setenv("GDN_CUDA_KEY_TILES", "copy", 1);
+        char what[100];
+        snprintf(what, sizeof what, "chunked, %s-chunk segments, stitch by %s%s, vs ref", segc,
+                 cols, copies ? ", q / k copied" : "");
         compare_device(&c, GDN_ALGO_CHUNKED, &want, tol, state_tol, what);
-        snprintf(what, sizeof what, "chunked, %s-chunk segments, stitch by %s, vs unsplit", segc,
-                 cols);
+        snprintf(what, sizeof what, "chunked, %s-chunk segments, stitch by %s%s, vs unsplit",
+                 segc, cols, copies ? ", q / k copied" : "");
         compare_device(&c, GDN_ALGO_CHUNKED, &whole, tol, state_tol, what);
+        unsetenv("GDN_CUDA_KEY_TILES");
         unsetenv("GDN_CUDA_STITCH_COLS");
         unsetenv("GDN_CUDA_SEGMENT_CHUNKS");
         result_free(&whole);
         result_free(&want);
+        delta_case_free(&c);
+    }
+}
+
+/* Sequences do not reach each other: a NaN in one sequence's keys shows in its own outputs
+ * (SPEC: NaN propagates) and leaves every other sequence's outputs and final state bit for bit
+ * as they were. The sequences before it end in partial chunks, whose staging on sm_90 brings
+ * in the next sequence's rows (direct keys, zeroed there); unsplit and in 1-chunk segments, K of
+ * 64 and 128, both 16-bit types, options at random. */
+static void test_sequence_isolation(rng *r)
+{
+    static const int64_t lens[] = {100, 77, 64, 1, 50};
+    const int nseq = (int)(sizeof lens / sizeof lens[0]);
+    for (int i = 0; i < 8; i++) {
+        delta_config f = delta_config_default();
+        f.nseq = nseq;
+        f.lens = lens;
+        f.H = rng_int(r, 1, 2);
+        f.HV = 2 * f.H;
+        f.K = i % 2 ? 128 : 64;
+        f.V = (int64_t[]){16, 36, 128}[rng_int(r, 0, 2)];
+        f.pool = true;
+        delta_config_random_options(&f, r);
+        f.padding = false; /* every sequence runs */
+        f.dtype = i / 2 % 2 ? GDN_F16 : GDN_BF16;
+        f.out_dtype = GDN_F32;
+        delta_case c;
+        delta_case_init(&c, &f, r);
+        char desc[160];
+        delta_case_describe(&c, desc, sizeof desc);
+        if (i >= 4)
+            setenv("GDN_CUDA_SEGMENT_CHUNKS", "1", 1);
+        CHECK_OK(run_on_device(&c, GDN_ALGO_CHUNKED), cuda);
+        delta_result clean = {tensor_zeros_like(&c.out), tensor_zeros_like(&c.state), 1.0};
+        tensor_copy(&clean.out, &c.out);
+        tensor_copy(&clean.state, &c.state);
+        const int64_t bad = 1 + rng_int(r, 0, 1); /* sequence 1 or 2: after a partial chunk */
+        int64_t t0 = 0;
+        for (int64_t n = 0; n < bad; n++)
+            t0 += lens[n];
+        const gdn_tensor k_row = tensor_slice(&c.k, 1, t0 + rng_int(r, 0, lens[bad] - 1), 1);
+        tensor_set(&k_row, rng_int(r, 0, tensor_numel(&k_row) - 1), NAN);
+        CHECK_OK(run_on_device(&c, GDN_ALGO_CHUNKED), cuda);
+        unsetenv("GDN_CUDA_SEGMENT_CHUNKS");
+        t0 = 0;
+        for (int64_t n = 0; n < nseq; t0 += lens[n], n++) {
+            const gdn_tensor out = tensor_slice(&c.out, 1, t0, lens[n]);
+            const gdn_tensor was = tensor_slice(&clean.out, 1, t0, lens[n]);
+            const int64_t slot = delta_case_slot(&c, n);
+            const gdn_tensor st = tensor_slice(&c.state, 0, slot, 1);
+            const gdn_tensor st_was = tensor_slice(&clean.state, 0, slot, 1);
+            if (n == bad) {
+                CHECK(!tensor_all_finite(&out) && !tensor_all_finite(&st),
+                      "sequence %lld's NaN key left its outputs and state finite: %s",
+                      (long long)n, desc);
+                continue;
+            }
+            CHECK(tensor_all_finite(&out) && max_abs_diff(&out, &was) == 0.0,
+                  "sequence %lld's outputs changed with a NaN key in sequence %lld: %s",
+                  (long long)n, (long long)bad, desc);
+            CHECK(tensor_all_finite(&st) && max_abs_diff(&st, &st_was) == 0.0,
+                  "sequence %lld's state changed with a NaN key in sequence %lld: %s",
+                  (long long)n, (long long)bad, desc);
+        }
+        result_free(&clean);
         delta_case_free(&c);
     }
 }
@@ -570,6 +649,7 @@ int main(void)
     test_chunked(&r);
     test_chunked_split(&r);
     test_chunked_odd_v(&r);
+    test_sequence_isolation(&r);
     test_cancelling_dots(&r);
     test_small_scores(&r);
     test_small_values(&r);

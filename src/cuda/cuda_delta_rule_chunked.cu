@@ -12,7 +12,8 @@
 //      U = T diag(beta) V, the masked Aqk = scale (Q K^T * exp(G_i - G_j)) (j <= i),
 //      Q' = scale e^G Q and K' = e^(G_last - G) K
 //      (the 16-bit path keeps Q and K as they came and their row factors apart).
-//      Everything goes to the workspace.
+//      Everything goes to the workspace, except on sm_90 the 16-bit path's q and k, which the
+//      state passes take straight from the inputs through TMA tensor maps (direct_keys).
 //   3. chunk_state, one block per (32 value columns, value head, sequence), chunks in order: the
 //      state tile S (K x 32, f32, shared memory) gives V' = U - W S, the output
 //      O = Q' S + Aqk V', and S <- e^G_last S + K'^T V'. The last S goes back to the pool.
@@ -57,6 +58,8 @@
 #include "cuda_common.cuh"
 #include "cuda_mma.cuh"
 #include "cuda_wgmma.cuh"
+
+#include <cuda.h> // CUtensorMap (the driver's encoder is reached through the runtime)
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,7 +186,7 @@ struct ck_dims {
     // shared-memory byte offsets
     int p_k, p_q, p_v, p_a, p_t, p_x, p_g, p_b, prep_bytes;
     int s_w, s_q, s_k, s_u, s_aq, s_vn, s_s, state_bytes;
-    int tc_bytes;               // chunk_state_tc's shared memory (tc_layout)
+    int tc_bytes;               // chunk_state_tc's shared memory (tc_layout, aligned to 1024)
     int prep_tc_bytes;          // chunk_prep_tc's (prep_tc_layout, then the v tile)
 };
 
@@ -218,6 +221,11 @@ struct ck_args {
     // path's Qd and Kd are per (chunk, key head) instead (key_slot): the value heads of a key
     // head share them, and only the first of them writes them.
     void *W, *Qd, *Kd;
+    // 16-bit path with bulk staging (sm_90): the state passes take q's and k's swizzled panels
+    // straight from the inputs through these tensor maps (key_panel_map), and the preparation
+    // writes no Qd / Kd (direct_keys); else they come from Qd / Kd.
+    bool direct_keys;
+    CUtensorMap qmap, kmap;
     void *Wl;                   // 16-bit path: W's lo part (W is W + Wl)
     void *U;
     void *Aq;
@@ -250,7 +258,7 @@ ck_dims dims_for(int64_t K, int64_t V, int es)
     d.s_vn = take(kC * d.ldu * es);
     d.s_s = take(d.KP * d.lds * 4);
     d.state_bytes = at;
-    d.tc_bytes = tc_layout_for(d.KP, es).bytes;
+    d.tc_bytes = tc_layout_for(d.KP, es).bytes + 1024; // + the alignment of the dynamic area
     d.prep_tc_bytes = prep_tc_layout_for(d.KP, es).v + (int)round_up(kC * d.ldv * es, 16);
     return d;
 }
@@ -1188,8 +1196,8 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const ck_args p
                 store_block16<qswz>(aql, ldq, m0, 16 * b, lw, stage + 512);
             }
             zero_upper_blocks(Tm, L.ldf); // for W and U's products, which read T whole
-            if (first_of_key_head(p, hv)) // and Q and K as they came go to the workspace
-                copy_key_tiles<E, KP>(p, blockIdx.x, kh, Qs, Ks, L.ldk);
+            if (first_of_key_head(p, hv) && !p.direct_keys) // and Q and K as they came go to
+                copy_key_tiles<E, KP>(p, blockIdx.x, kh, Qs, Ks, L.ldk); // the workspace
         }
     }
     __syncthreads();
@@ -1323,7 +1331,10 @@ __device__ __forceinline__ void store_out_tile(const gdn_tensor &out, int64_t ro
 // part is one contiguous block. On sm_90 one thread moves each block with a bulk copy
 // (cp.async.bulk) completing on the stage's mbarrier; elsewhere every thread copies 16 bytes at a
 // time with cp.async. (Per-thread copies of padded rows held a quarter of the pass's stall
-// samples on their address registers; bulk copies one row at a time were slower still.)
+// samples on their address registers; bulk copies one row at a time were slower still.) On sm_90
+// q and k need no copy in the workspace: a TMA tensor map over each input takes a chunk's
+// 64 x 64 panels to the stage in tile_at's swizzle (the copies took 6% of the preparation's time
+// at T = 131072, HV = 4 on the H100; docs/PERFORMANCE.md, thirty-second session).
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 constexpr bool kBulkStage = true;
@@ -1372,6 +1383,42 @@ constexpr bool kBulkStage = false;
                  "r"(parity)
                  : "memory");
 #endif
+}
+
+constexpr int kPanelBytes = kPanel * kPanel * 2; // a swizzled 16-bit panel (tile_at)
+
+// Where a chunk's q and k rows lie in the inputs (direct_keys): key head, first token, batch row.
+struct key_at {
+    int64_t head, tok, row;
+};
+
+// One 64-token x 64-element box of a key panel map (key_panel_map: elements x0.., head, tokens
+// tok.., batch row) to the shared address dst (1024-byte aligned), swizzled as tile_at's panels,
+// on bar; elements past the tensor's ends arrive as zeros and count towards bar's bytes.
+[[maybe_unused]] __device__ __forceinline__ void
+stage_key_panel(unsigned dst, const CUtensorMap *map, int x0, int64_t head, int64_t tok,
+                int64_t row, unsigned bar)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
+                 "l"(reinterpret_cast<uint64_t>(map)), "r"(x0), "r"((int)head), "r"((int)tok),
+                 "r"((int)row), "r"(bar)
+                 : "memory");
+#endif
+}
+
+// Rows len..63 of a swizzled key block (KP / 64 panels, tile_at) to zero, by nthreads threads
+// from tid. With direct_keys a sequence's last chunk brings in the next sequence's rows; they
+// meet only V's zero rows in the update, but 0 x Inf is NaN, and one sequence's NaN must not
+// reach another's state.
+template <int KP>
+__device__ __forceinline__ void zero_key_rows(unsigned char *blk, int len, int tid, int nthreads)
+{
+    constexpr int pieces = KP / 8; // 16-byte pieces a row
+    for (int i = len * pieces + tid; i < kC * pieces; i += nthreads)
+        *reinterpret_cast<uint4 *>(blk + 2 * tile_at<true>(i / pieces, 8 * (i % pieces), KP)) =
+            make_uint4(0u, 0u, 0u, 0u);
 }
 
 // `bytes` (a multiple of 16, both ends 16-byte aligned) from src to the shared address dst:
@@ -1423,7 +1470,8 @@ __device__ __forceinline__ chunk_parts chunk_parts_of(const ck_args &p, int64_t 
 // thread calls it and the stage is ready after cp.async.wait_group 0 (and a barrier).
 template <class E, int KP, bool OUT, bool BULK>
 __device__ __forceinline__ void stage_chunk(const ck_args &p, unsigned stage, unsigned bar,
-                                            int64_t ch, int64_t ks, int v0, bool u_in)
+                                            int64_t ch, int64_t ks, const key_at &at, int v0,
+                                            bool u_in)
 {
     constexpr int es = sizeof(E), kb = tc_key_block(KP, es), ab = tc_aq_block(es),
                   ub = tc_u_tile();
@@ -1433,13 +1481,24 @@ __device__ __forceinline__ void stage_chunk(const ck_args &p, unsigned stage, un
         mbar_expect(bar, kb * (OUT ? 4 : 3) + (u_in ? ub : 0) + (OUT ? ab : 0));
     stage_part<BULK>(stage + L.w, c.w, kb, bar);
     stage_part<BULK>(stage + L.wl, c.wl, kb, bar);
-    stage_part<BULK>(stage + L.k, c.k, kb, bar);
+    if (BULK && p.direct_keys) { // (KP a multiple of 64: swizzled panels, kb = their bytes)
+#pragma unroll
+        for (int pn = 0; pn < KP / kPanel; pn++) {
+            const unsigned o = pn * kPanelBytes;
+            stage_key_panel(stage + L.k + o, &p.kmap, pn * kPanel, at.head, at.tok, at.row, bar);
+            if (OUT)
+                stage_key_panel(stage + L.q + o, &p.qmap, pn * kPanel, at.head, at.tok, at.row,
+                                bar);
+        }
+    } else {
+        stage_part<BULK>(stage + L.k, c.k, kb, bar);
+        if (OUT)
+            stage_part<BULK>(stage + L.q, c.q, kb, bar);
+    }
     if (u_in)
         stage_part<BULK>(stage + L.u, c.u, ub, bar);
-    if (OUT) {
-        stage_part<BULK>(stage + L.q, c.q, kb, bar);
+    if (OUT)
         stage_part<BULK>(stage + L.a, c.aq, ab, bar);
-    }
     if (!BULK)
         cp_async_commit();
 }
@@ -1669,10 +1728,15 @@ __device__ __forceinline__ bool state_block_for(const ck_args &p, int64_t id, in
 // over V, outputs written, the last segment's state to the pool. !OUT: the maps (pass 1): tiles
 // over K + V, no output, [M | N] to p.maps.
 template <class P, int KP, bool OUT>
-__global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
+__global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const __grid_constant__ ck_args p)
 {
     using E = typename P::st;
-    extern __shared__ __align__(16) unsigned char smem[];
+    // 1024-byte aligned (tc_bytes has room): the tensor maps' 128-byte swizzle (direct_keys)
+    // follows the shared address, tile_at the offset in the stage
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    const unsigned raw = static_cast<unsigned>(__cvta_generic_to_shared(smem_raw));
+    const unsigned sbase = (raw + 1023u) & ~1023u;
+    unsigned char *const smem = smem_raw + (sbase - raw);
     const ck_dims &d = p.d;
     constexpr tc_layout L = tc_layout_for(KP, sizeof(E));
     constexpr bool kswz = tc_swizzled(KP, sizeof(E)), qswz = tc_swizzled(kC, sizeof(E));
@@ -1721,13 +1785,15 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
     const int frow = 16 * mt + acc_row(0); // this thread's first row of V' and O
     // stage i's mbarrier (bulk staging): its phase n completes when chunk 2n + i has landed
     __shared__ __align__(8) unsigned long long stage_bar[2];
-    const unsigned sbase = static_cast<unsigned>(__cvta_generic_to_shared(smem));
     const unsigned bar0 = static_cast<unsigned>(__cvta_generic_to_shared(stage_bar));
     const int64_t kh = key_head_of(p, hv);
-    auto stage_into = [&](int i, int64_t c) { // chunk c (of all sequences' chunks)
+    auto stage_into = [&](int i, int64_t jj) { // the segment's chunk jj
+        const int64_t c = first + jj; // (of all sequences' chunks)
+        const key_at at{kh, s.t0 + kC * (c0 + jj), s.row};
         if (!kBulkStage || threadIdx.x == 0)
             stage_chunk<E, KP, OUT, kBulkStage>(p, sbase + i * L.stage, bar0 + 8 * i,
-                                                c * p.HV + hv, key_slot(p, c, kh), v0, !m_cols);
+                                                c * p.HV + hv, key_slot(p, c, kh), at, v0,
+                                                !m_cols);
     };
     chunk_factors next{};
     if (nch > 0) {
@@ -1736,7 +1802,7 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
             mbar_init(bar0 + 8);
         }
         __syncthreads(); // the barriers are initialised
-        stage_into(0, first);
+        stage_into(0, 0);
         next = load_factors<OUT>(p, first * p.HV + hv, frow);
     }
     for (int64_t j = 0; j < nch; j++) {
@@ -1750,14 +1816,19 @@ __global__ void __launch_bounds__(kTcThreads, 1) chunk_state_tc(const ck_args p)
         const float *Us = reinterpret_cast<const float *>(stg + L.u);
         const out_st *As = reinterpret_cast<const out_st *>(stg + L.a);
         const out_st *Als = reinterpret_cast<const out_st *>(stg + L.a + tc_aq_part(2));
-        if constexpr (kBulkStage)
+        if constexpr (kBulkStage) {
             mbar_wait(bar0 + 8 * (unsigned)(j & 1), (unsigned)(j >> 1) & 1u);
-        else
+            if constexpr (kswz)
+                if (p.direct_keys && len < kC)
+                    zero_key_rows<KP>(smem + (j & 1) * L.stage + L.k, len, threadIdx.x,
+                                      kTcThreads);
+        } else {
             cp_async_wait_groups<0>();
+        }
         __syncthreads(); // chunk j and the state copy are in; stage (j + 1) & 1 is free
         const chunk_factors fac = next;
         if (j + 1 < nch) {
-            stage_into((int)((j + 1) & 1), first + j + 1);
+            stage_into((int)((j + 1) & 1), j + 1);
             next = load_factors<OUT>(p, ch + p.HV, frow);
         }
         const float decay = fac.decay;
@@ -1928,8 +1999,6 @@ struct wg_layout {
     int wq, wl, k, a, u, ek, eg, used, stage, bar, bytes;
 };
 
-[[maybe_unused]] constexpr int kPanelBytes = kPanel * kPanel * 2; // unused off sm_90a
-
 __host__ __device__ constexpr wg_layout wg_layout_for(int KP, int NW)
 {
     wg_layout L{};
@@ -1952,7 +2021,8 @@ static_assert(kC * kWgCols * 4 <= kWgUBytes && kC * (kWgCols + 8) * 2 <= kWgUByt
 // unless !u_in (a map's M columns), Q, Aqk and the output's row factors for the output pass.
 template <int KP, bool OUT, int NW>
 __device__ __forceinline__ void stage_chunk_wg(const ck_args &p, unsigned stage, unsigned bar,
-                                               int64_t ch, int64_t ks, int v0, bool u_in)
+                                               int64_t ch, int64_t ks, const key_at &at, int v0,
+                                               bool u_in)
 {
     using E = __nv_bfloat16; // the workspace's 16-bit blocks are the same for f16
     constexpr int kb = tc_key_block(KP, 2), ab = tc_aq_block(2);
@@ -1964,14 +2034,21 @@ __device__ __forceinline__ void stage_chunk_wg(const ck_args &p, unsigned stage,
         stage_part<true>(stage + L.u, c.u, ub, bar);
 #pragma unroll
     for (int pn = 0; pn < KP / kPanel; pn++) {
-        stage_part<true>(stage + L.wq + 2 * pn * kPanelBytes, c.w + pn * kPanelBytes,
-                         kPanelBytes, bar);
-        if (OUT)
-            stage_part<true>(stage + L.wq + (2 * pn + 1) * kPanelBytes, c.q + pn * kPanelBytes,
-                             kPanelBytes, bar);
+        const unsigned w = stage + L.wq + 2 * pn * kPanelBytes, q = w + kPanelBytes;
+        stage_part<true>(w, c.w + pn * kPanelBytes, kPanelBytes, bar);
+        if (OUT && p.direct_keys)
+            stage_key_panel(q, &p.qmap, pn * kPanel, at.head, at.tok, at.row, bar);
+        else if (OUT)
+            stage_part<true>(q, c.q + pn * kPanelBytes, kPanelBytes, bar);
     }
     stage_part<true>(stage + L.wl, c.wl, kb, bar);
-    stage_part<true>(stage + L.k, c.k, kb, bar);
+    if (p.direct_keys)
+#pragma unroll
+        for (int pn = 0; pn < KP / kPanel; pn++)
+            stage_key_panel(stage + L.k + pn * kPanelBytes, &p.kmap, pn * kPanel, at.head, at.tok,
+                            at.row, bar);
+    else
+        stage_part<true>(stage + L.k, c.k, kb, bar);
     stage_part<true>(stage + L.ek, p.ek + ch * kC, kC * 4, bar);
     if (OUT) {
         stage_part<true>(stage + L.a, c.aq, ab, bar);
@@ -2062,7 +2139,8 @@ __device__ __forceinline__ void store_out_wg(const gdn_tensor &out, unsigned cha
 // have two tiles each: a block's two tiles are both of M or both of N, of one head and segment
 // (so both warpgroups return together below), and their U tiles are adjacent.
 template <class P, int KP, bool OUT, int NW>
-__global__ void __launch_bounds__(NW *kWgThreads, 1) chunk_state_wg(const ck_args p)
+__global__ void __launch_bounds__(NW *kWgThreads, 1)
+    chunk_state_wg(const __grid_constant__ ck_args p)
 {
     static_assert(NW == 1 || (NW == 2 && KP == 128), "two warpgroups only for K = V = 128");
 #ifdef GDN_WGMMA
@@ -2107,10 +2185,12 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1) chunk_state_wg(const ck_arg
     const unsigned bar0 = sbase + L.bar; // the two stages' barriers
     const int64_t kh = key_head_of(p, hv);
     const bool out_pairs = OUT && out_pairs_ok<P>(a.out, v0, (int)p.V);
-    auto stage_into = [&](int i, int64_t c) { // (thread 0's v0 is the block's first column)
+    auto stage_into = [&](int i, int64_t jj) { // the segment's chunk jj (thread 0's v0 is the
+        const int64_t c = first + jj;              // block's first column)
+        const key_at at{kh, s.t0 + kC * (c0 + jj), s.row};
         if (threadIdx.x == 0)
             stage_chunk_wg<KP, OUT, NW>(p, sbase + i * L.stage, bar0 + 8 * i, c * p.HV + hv,
-                                        key_slot(p, c, kh), v0, !m_cols);
+                                        key_slot(p, c, kh), at, v0, !m_cols);
     };
     float next_decay = 0.0f;
     if (nch > 0) {
@@ -2119,7 +2199,7 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1) chunk_state_wg(const ck_arg
             mbar_init(bar0 + 8);
         }
         __syncthreads(); // the barriers are initialised
-        stage_into(0, first);
+        stage_into(0, 0);
         next_decay = p.gl[first * p.HV + hv];
     }
     for (int64_t j = 0; j < nch; j++) {
@@ -2128,13 +2208,18 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1) chunk_state_wg(const ck_arg
         const unsigned sst = sbase + (unsigned)(j & 1) * L.stage;
         const unsigned char *stg = smem + (j & 1) * L.stage;
         mbar_wait(bar0 + 8 * (unsigned)(j & 1), (unsigned)(j >> 1) & 1u);
+        const bool zero = p.direct_keys && len < kC; // (the products read K by the async proxy)
+        if (zero) {
+            zero_key_rows<KP>(smem + (j & 1) * L.stage + L.k, len, threadIdx.x, NW * kWgThreads);
+            fence_proxy_async();
+        }
         // chunk j is in; every thread is done with chunk j - 1 (its products waited for, its
         // output tile in stage (j + 1) & 1 stored), so that stage is free
-        if (j > 0)
+        if (j > 0 || zero)
             __syncthreads();
         const float decay = next_decay;
         if (j + 1 < nch) {
-            stage_into((int)((j + 1) & 1), first + j + 1);
+            stage_into((int)((j + 1) & 1), j + 1);
             next_decay = p.gl[ch + p.HV];
         }
         // S^T as hi + lo A fragments: k-step ks holds keys 16ks..16ks+15
@@ -2328,6 +2413,59 @@ bool wg_loaded()
         known[dev] = ok ? 1 : -1;
     }
     return known[dev] > 0;
+}
+
+// Whether the state passes may take q and k straight from the inputs (direct_keys): 16-bit
+// inputs, K padded to whole 64-element panels (swizzled blocks), and the sm_90a kernels running
+// (bulk staging; the same image as chunk_state_wg's). GDN_CUDA_KEY_TILES=copy keeps the
+// preparation's Qd / Kd copies (tests).
+bool direct_keys_possible(const gdn_delta_rule_problem *p)
+{
+    const char *e = getenv("GDN_CUDA_KEY_TILES");
+    if (e && strcmp(e, "copy") == 0)
+        return false;
+    return elem_size(p->a.q.dtype) == 2 && dims_for(p->K, p->V, 2).KP % kPanel == 0 &&
+           wg_loaded();
+}
+
+// A tensor map over a 16-bit token tensor t ([B, T, heads, n], the last dim contiguous) whose box
+// is one swizzled key panel (stage_key_panel): 64 elements x 64 tokens of one head and batch row,
+// zeros past n and past T. False where the driver's encoder cannot be reached or refuses t (its
+// address and strides must be multiples of 16 bytes): the caller then copies the keys.
+bool key_panel_map(CUtensorMap *m, const gdn_tensor &t)
+{
+    typedef CUresult (*encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
+                                  const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
+                                  const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                  CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+    static const encode_fn encode = [] {
+        void *f = nullptr;
+        cudaDriverEntryPointQueryResult q{};
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000,
+                                             cudaEnableDefault, &q) != cudaSuccess ||
+            q != cudaDriverEntryPointSuccess) {
+            cudaGetLastError();
+            f = nullptr;
+        }
+        return reinterpret_cast<encode_fn>(f);
+    }();
+    if (!encode || t.ndim != 4 || t.stride[3] != 1)
+        return false;
+    for (int i = 0; i < 4; i++)
+        if (t.shape[i] < 1 || t.shape[i] > INT32_MAX)
+            return false;
+    // a dim of one element has no stride of its own: give it one the encoder takes
+    const int64_t s2 = t.shape[2] > 1 ? t.stride[2] : t.shape[3];
+    const int64_t s1 = t.shape[1] > 1 ? t.stride[1] : s2 * t.shape[2];
+    const int64_t s0 = t.shape[0] > 1 ? t.stride[0] : s1 * t.shape[1];
+    const cuuint64_t dim[4] = {(cuuint64_t)t.shape[3], (cuuint64_t)t.shape[2],
+                               (cuuint64_t)t.shape[1], (cuuint64_t)t.shape[0]};
+    const cuuint64_t stride[3] = {(cuuint64_t)s2 * 2, (cuuint64_t)s1 * 2, (cuuint64_t)s0 * 2};
+    const cuuint32_t box[4] = {kPanel, 1, kC, 1}, unit[4] = {1, 1, 1, 1};
+    return encode(m, CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, t.data, dim, stride, box, unit,
+                  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 // Whether the unsplit mma.sync state pass would leave most SMs idle: at most half as many
@@ -2755,6 +2893,8 @@ extern "C" gdn_status cuda_delta_rule_chunked(gdn_context *ctx, const gdn_delta_
     k.seq_chunks = chunks_for(k.T);
     k.seq_slots = segments_for(k.seq_chunks, k.segc);
     k.maps = reinterpret_cast<float *>(base + w.maps);
+    k.direct_keys = direct_keys_possible(p) && key_panel_map(&k.qmap, p->a.q) &&
+                    key_panel_map(&k.kmap, p->a.k);
     cudaStream_t stream = cuda_stream(ctx);
     switch (p->a.q.dtype) {
     case GDN_BF16: return launch_chunked<prec_bf16>(ctx, k, stream);
