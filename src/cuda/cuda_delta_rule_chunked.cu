@@ -1392,19 +1392,25 @@ struct key_at {
     int64_t head, tok, row;
 };
 
-// One 64-token x 64-element box of a key panel map (key_panel_map: elements x0.., head, tokens
-// tok.., batch row) to the shared address dst (1024-byte aligned), swizzled as tile_at's panels,
-// on bar; elements past the tensor's ends arrive as zeros and count towards bar's bytes.
-[[maybe_unused]] __device__ __forceinline__ void
-stage_key_panel(unsigned dst, const CUtensorMap *map, int x0, int64_t head, int64_t tok,
-                int64_t row, unsigned bar)
+// A chunk's q or k block from a key panel map (key_panel_map) to the shared address dst, on bar:
+// its KP / 64 boxes (64 tokens x 64 elements of the head and batch row `at` names), each a
+// 1024-byte aligned panel swizzled as tile_at's, `step` bytes apart. Elements past the
+// tensor's ends arrive as zeros and count towards bar's bytes.
+template <int KP>
+__device__ __forceinline__ void stage_key_panels(unsigned dst, unsigned step,
+                                                 const CUtensorMap *map, const key_at &at,
+                                                 unsigned bar)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-                 " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
-                 "l"(reinterpret_cast<uint64_t>(map)), "r"(x0), "r"((int)head), "r"((int)tok),
-                 "r"((int)row), "r"(bar)
-                 : "memory");
+#pragma unroll
+    for (int pn = 0; pn < KP / kPanel; pn++)
+        asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx"
+                     "::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst + pn * step),
+                     "l"(reinterpret_cast<uint64_t>(map)), "r"(pn * kPanel), "r"((int)at.head),
+                     "r"((int)at.tok), "r"((int)at.row), "r"(bar)
+                     : "memory");
+#else
+    (void)dst, (void)step, (void)map, (void)at, (void)bar;
 #endif
 }
 
@@ -1482,14 +1488,9 @@ __device__ __forceinline__ void stage_chunk(const ck_args &p, unsigned stage, un
     stage_part<BULK>(stage + L.w, c.w, kb, bar);
     stage_part<BULK>(stage + L.wl, c.wl, kb, bar);
     if (BULK && p.direct_keys) { // (KP a multiple of 64: swizzled panels, kb = their bytes)
-#pragma unroll
-        for (int pn = 0; pn < KP / kPanel; pn++) {
-            const unsigned o = pn * kPanelBytes;
-            stage_key_panel(stage + L.k + o, &p.kmap, pn * kPanel, at.head, at.tok, at.row, bar);
-            if (OUT)
-                stage_key_panel(stage + L.q + o, &p.qmap, pn * kPanel, at.head, at.tok, at.row,
-                                bar);
-        }
+        stage_key_panels<KP>(stage + L.k, kPanelBytes, &p.kmap, at, bar);
+        if (OUT)
+            stage_key_panels<KP>(stage + L.q, kPanelBytes, &p.qmap, at, bar);
     } else {
         stage_part<BULK>(stage + L.k, c.k, kb, bar);
         if (OUT)
@@ -2034,19 +2035,16 @@ __device__ __forceinline__ void stage_chunk_wg(const ck_args &p, unsigned stage,
         stage_part<true>(stage + L.u, c.u, ub, bar);
 #pragma unroll
     for (int pn = 0; pn < KP / kPanel; pn++) {
-        const unsigned w = stage + L.wq + 2 * pn * kPanelBytes, q = w + kPanelBytes;
+        const unsigned w = stage + L.wq + 2 * pn * kPanelBytes;
         stage_part<true>(w, c.w + pn * kPanelBytes, kPanelBytes, bar);
-        if (OUT && p.direct_keys)
-            stage_key_panel(q, &p.qmap, pn * kPanel, at.head, at.tok, at.row, bar);
-        else if (OUT)
-            stage_part<true>(q, c.q + pn * kPanelBytes, kPanelBytes, bar);
+        if (OUT && !p.direct_keys)
+            stage_part<true>(w + kPanelBytes, c.q + pn * kPanelBytes, kPanelBytes, bar);
     }
+    if (OUT && p.direct_keys) // Q's panels between W's
+        stage_key_panels<KP>(stage + L.wq + kPanelBytes, 2 * kPanelBytes, &p.qmap, at, bar);
     stage_part<true>(stage + L.wl, c.wl, kb, bar);
     if (p.direct_keys)
-#pragma unroll
-        for (int pn = 0; pn < KP / kPanel; pn++)
-            stage_key_panel(stage + L.k + pn * kPanelBytes, &p.kmap, pn * kPanel, at.head, at.tok,
-                            at.row, bar);
+        stage_key_panels<KP>(stage + L.k, kPanelBytes, &p.kmap, at, bar);
     else
         stage_part<true>(stage + L.k, c.k, kb, bar);
     stage_part<true>(stage + L.ek, p.ek + ch * kC, kC * 4, bar);
@@ -2429,7 +2427,7 @@ bool direct_keys_possible(const gdn_delta_rule_problem *p)
 }
 
 // A tensor map over a 16-bit token tensor t ([B, T, heads, n], the last dim contiguous) whose box
-// is one swizzled key panel (stage_key_panel): 64 elements x 64 tokens of one head and batch row,
+// is one swizzled key panel (stage_key_panels): 64 elements x 64 tokens of one head and batch row,
 // zeros past n and past T. False where the driver's encoder cannot be reached or refuses t (its
 // address and strides must be multiples of 16 bytes): the caller then copies the keys.
 bool key_panel_map(CUtensorMap *m, const gdn_tensor &t)
@@ -2563,10 +2561,10 @@ constexpr int64_t kWgStitchStep = 230;
 constexpr step_costs kTcSteps = {200, 400};
 constexpr int64_t kTcStitchStep = 300;
 
-// Bytes a split pass moves per (chunk, value head), and the maps pass per map: the workspace
-// blocks it stages (W hi + lo, U and the decay factors; the key head's q and k tiles shared by
-// its HV / H value heads through L2; the output pass also Aqk hi + lo, q and the output rows), or
-// the map it writes.
+// Bytes a split pass moves per (chunk, value head), and the maps pass per map: the blocks it
+// stages (W hi + lo, U and the decay factors; the key head's k rows, from the workspace or on
+// sm_90 the inputs, shared by its HV / H value heads through L2; the output pass also Aqk
+// hi + lo, q and the output rows), or the map it writes.
 struct pass_bytes {
     int64_t maps, map, out;
 };
