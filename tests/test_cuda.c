@@ -433,8 +433,8 @@ static void test_small_scores(rng *r)
  * W S and Q S, W's, T's, the update's V') once lost their bits to f16's subnormals below 2^-3:
  * scaled by 1e-3, 744 of 1500 random problems missed 5e-5, the worst 2.7e-4 (outputs) and 4.1e-4
  * (states) off (H100, twenty-ninth session). They are now scaled by 2^11 (split_pair). Every
- * K tile (one with K and V not a multiple of the tile) with both 16-bit types, held to out_bar and state_bar, unsplit and in 2-chunk segments
- * (the maps pass and the stitch too). */
+ * K tile (one with K and V not a multiple of the tile) with both 16-bit types, held to out_bar
+ * and state_bar, unsplit and in 2-chunk segments (the maps pass and the stitch too). */
 static void test_small_values(rng *r)
 {
     /* (48, 36): both rounded up to the next tile, K = 64 and V = 64 */

@@ -2422,8 +2422,7 @@ bool direct_keys_possible(const gdn_delta_rule_problem *p)
     const char *e = getenv("GDN_CUDA_KEY_TILES");
     if (e && strcmp(e, "copy") == 0)
         return false;
-    return elem_size(p->a.q.dtype) == 2 && dims_for(p->K, p->V, 2).KP % kPanel == 0 &&
-           wg_loaded();
+    return elem_size(p->a.q.dtype) == 2 && round_up(p->K, 32) % kPanel == 0 && wg_loaded();
 }
 
 // A tensor map over a 16-bit token tensor t ([B, T, heads, n], the last dim contiguous) whose box
