@@ -34,10 +34,11 @@
 // an operand rounded to 16 bits before that difference costs 2^-9 of the large terms, and the
 // state carries the error on. So nothing that feeds the difference or the state is rounded
 // once: q and k stay the exact 16-bit inputs, their inverse L2 norms and the decay factors
-// (scale e^G for Q, e^(G_last - G) for K) applied to f32 results; W's and U's right operands
-// (beta e^G k, beta v) and W itself go as hi + lo 16-bit parts, U stays f32; the state enters
-// W S and Q S as hi + lo, and the update's scaled V' too; so does the inverse T in W and U (an
-// ill-conditioned chunk makes T's entries large and V' = T (...) a cancellation too). Measured on
+// (scale e^G for Q, e^(G_last - G) for K) applied to f32 results; W and U are T's columns
+// scaled in f32 by their row factors (beta e^G / ||k||, beta), as hi + lo 16-bit parts, times
+// the exact k and v rows (two products each), W stored as hi + lo, U kept f32; the state enters
+// W S and Q S as hi + lo, and the update's scaled V' too (T split because an ill-conditioned
+// chunk makes T's entries large and V' = T (...) a cancellation too). Measured on
 // long-memory cases (H200): state errors from 1.4e-3 to 2.9e-3 with single-rounded operands;
 // 1e-4 to 1.4e-3 with all but T split; 1.7e-6 to 7.8e-6 with T split too. The output's Aqk V'
 // takes both as hi + lo too (all but lo x lo). Rounded once, they left f32 outputs 2.1e-3 off
