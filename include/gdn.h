@@ -26,7 +26,17 @@
  *     live on the device and only their shape and dtype are checked.
  *   - Every op validates every argument before it writes anything. On error it returns a
  *     gdn_status, leaves every output and state byte-identical, and records a message naming the
- *     offending argument and the expected value (gdn_last_error()).
+ *     offending argument and the expected value (gdn_last_error()). On success it writes its
+ *     outputs' elements and the named pool slots, nothing else. An empty call (B = 0, T = 0
+ *     without a pool, no sequence, zero rows) is a no-op that returns GDN_OK.
+ *   - Outputs and state pools must be disjoint from every other tensor of the call (except an
+ *     exact in-place view where an op allows one) and must not overlap themselves; every data
+ *     pointer must be aligned to its dtype's size. Limits: GDN_MAX_HEAD_DIM, GDN_MAX_THREADS,
+ *     tensors reaching at most PTRDIFF_MAX bytes (docs/API.md, "Guarantees").
+ *   - Threads: a context serves one call at a time; a call on a context that another thread's
+ *     call holds returns GDN_ERR_BUSY and touches nothing. Separate contexts run concurrently.
+ *     fork(): a ref or cpu context made before fork() works in the child (the cpu backend starts
+ *     its worker threads anew there); CUDA contexts do not survive fork().
  *   - Backends: reference (float64, readable, the oracle), cpu, cuda. For the reference and CPU
  *     backends every pointer is a host pointer; for CUDA every tensor pointer is a device pointer
  *     and the op is enqueued on the context's stream.
@@ -80,7 +90,9 @@ typedef enum gdn_status {
     GDN_ERR_NO_MEMORY = 8,     /* host or device allocation failed */
     GDN_ERR_WORKSPACE = 9,     /* caller-provided workspace is smaller than the op needs */
     GDN_ERR_CUDA = 10,         /* the CUDA runtime reported an error (message has its text) */
-    GDN_ERR_INTERNAL = 11      /* a bug in libgdn */
+    GDN_ERR_INTERNAL = 11,     /* a bug in libgdn */
+    GDN_ERR_BUSY = 12          /* the context is in use by another thread's call (the message
+                                  is in gdn_last_error(NULL); the context's is left alone) */
 } gdn_status;
 
 /* A static, human-readable name for a status ("GDN_ERR_SHAPE: ..."). Never NULL. */
@@ -106,8 +118,17 @@ GDN_API const char *gdn_dtype_name(gdn_dtype dtype);
 
 #define GDN_MAX_DIMS 4
 
+/* Limits every op enforces (GDN_ERR_VALUE, naming the argument):
+ *   - K and V (the key and value head dims of the delta rule) are at most GDN_MAX_HEAD_DIM;
+ *   - every tensor's elements must span at most PTRDIFF_MAX bytes from its data pointer;
+ *   - a tensor that an op writes (outputs, state pools) and every index tensor must not overlap
+ *     itself: a stride of 0 over an extent above 1, or strides that make two elements share an
+ *     address, are refused (GDN_ERR_STRIDE). Inputs may broadcast with stride 0. */
+#define GDN_MAX_HEAD_DIM 1024
+
 typedef struct gdn_tensor {
-    void *data;                     /* first element; NULL means "absent" */
+    void *data;                     /* first element; NULL means "absent"; aligned to the
+                                       dtype's size (GDN_ERR_VALUE otherwise) */
     gdn_dtype dtype;                /* element type */
     int32_t ndim;                   /* 1 .. GDN_MAX_DIMS */
     int64_t shape[GDN_MAX_DIMS];    /* extents, outermost first; entries >= ndim ignored */
@@ -159,7 +180,8 @@ typedef enum gdn_cpu_isa {
 
 typedef struct gdn_context_options {
     gdn_backend backend;      /* which backend runs the ops (default GDN_BACKEND_AUTO) */
-    int32_t num_threads;      /* cpu backend threads; 0 = one per online CPU */
+    int32_t num_threads;      /* cpu backend threads, 0 to GDN_MAX_THREADS; 0 = one per online
+                                 CPU (at most GDN_MAX_THREADS) */
     int32_t cuda_device;      /* CUDA device ordinal, >= 0 (default 0; used by the cuda backend) */
     void *cuda_stream;        /* cudaStream_t the ops are enqueued on; NULL = default stream */
     gdn_cpu_isa cpu_isa;      /* force a CPU ISA level (default GDN_ISA_AUTO; used by cpu) */
@@ -167,16 +189,19 @@ typedef struct gdn_context_options {
 
 typedef struct gdn_context gdn_context;
 
+#define GDN_MAX_THREADS 1024
+
 /* The defaults above. Start from these and change fields, so new fields keep their defaults. */
 GDN_API gdn_context_options gdn_context_default_options(void);
 
 /* Creates a context. opts may be NULL (defaults). On success *ctx receives the context and
- * GDN_OK is returned. Errors: GDN_ERR_NULL (ctx NULL), GDN_ERR_VALUE (bad enum or negative
- * thread count), GDN_ERR_BACKEND (backend not compiled in or no device), GDN_ERR_NO_MEMORY.
+ * GDN_OK is returned. Errors: GDN_ERR_NULL (ctx NULL), GDN_ERR_VALUE (bad enum, thread count
+ * outside 0 .. GDN_MAX_THREADS), GDN_ERR_BACKEND (backend not compiled in or no device), GDN_ERR_NO_MEMORY.
  * On error *ctx is set to NULL and gdn_last_error(NULL) holds the message. */
 GDN_API gdn_status gdn_context_create(gdn_context **ctx, const gdn_context_options *opts);
 
-/* Frees the context and the scratch memory it owns. NULL is a no-op. */
+/* Frees the context and the scratch memory it owns. NULL is a no-op. Must not race with a call
+ * on the same context. */
 GDN_API void gdn_context_destroy(gdn_context *ctx);
 
 /* The backend the context resolved to (never GDN_BACKEND_AUTO; AUTO for a NULL ctx), and a
@@ -448,9 +473,9 @@ GDN_API gdn_status gdn_delta_rule_workspace_size(gdn_context *ctx,
 
 /* Runs the recurrence. Writes out (rows of non-skipped sequences) and the pool slots of
  * non-skipped sequences. Errors: GDN_ERR_NULL, GDN_ERR_DTYPE, GDN_ERR_SHAPE, GDN_ERR_STRIDE,
- * GDN_ERR_VALUE (chunk size, enums, scale not finite, slot >= S, duplicate slot, bad
- * cu_seqlens), GDN_ERR_WORKSPACE, GDN_ERR_NO_MEMORY, GDN_ERR_UNSUPPORTED, GDN_ERR_BACKEND,
- * GDN_ERR_CUDA. On cuda the chunked form needs device scratch (query it with
+ * GDN_ERR_VALUE (chunk size, enums, scale not finite, K or V > GDN_MAX_HEAD_DIM, slot >= S,
+ * duplicate slot, bad cu_seqlens, misaligned data, overlapping tensors), GDN_ERR_WORKSPACE,
+ * GDN_ERR_NO_MEMORY, GDN_ERR_UNSUPPORTED, GDN_ERR_BACKEND, GDN_ERR_CUDA, GDN_ERR_BUSY. On cuda the chunked form needs device scratch (query it with
  * gdn_delta_rule_workspace_size; an owned workspace grows on first use, so reserve it before
  * capturing a CUDA graph), K and V <= 128, and trusts device-side cu_seqlens to be valid. */
 GDN_API gdn_status gdn_delta_rule(gdn_context *ctx, const gdn_delta_rule_args *args);

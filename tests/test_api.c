@@ -46,10 +46,11 @@ static void test_version_and_status(void)
     static const char *names[] = {"GDN_OK",           "GDN_ERR_NULL",        "GDN_ERR_DTYPE",
                                   "GDN_ERR_SHAPE",    "GDN_ERR_STRIDE",      "GDN_ERR_VALUE",
                                   "GDN_ERR_UNSUPPORTED", "GDN_ERR_BACKEND",  "GDN_ERR_NO_MEMORY",
-                                  "GDN_ERR_WORKSPACE", "GDN_ERR_CUDA",       "GDN_ERR_INTERNAL"};
+                                  "GDN_ERR_WORKSPACE", "GDN_ERR_CUDA",       "GDN_ERR_INTERNAL",
+                                  "GDN_ERR_BUSY"};
     const int n = (int)(sizeof names / sizeof names[0]);
-    CHECK(n == GDN_ERR_INTERNAL + 1, "status table size");
-    const char *s[12];
+    CHECK(n == GDN_ERR_BUSY + 1, "status table size");
+    const char *s[13];
     for (int i = 0; i < n; i++) {
         s[i] = gdn_strerror((gdn_status)i);
         CHECK(s[i] != NULL, "gdn_strerror(%d) is NULL", i);
@@ -61,7 +62,7 @@ static void test_version_and_status(void)
         for (int j = 0; j < i; j++)
             CHECK(s[j] && strcmp(s[i], s[j]) != 0, "gdn_strerror(%d) == gdn_strerror(%d)", i, j);
     }
-    const int unknown[] = {12, 99, -1, 1000000};
+    const int unknown[] = {13, 99, -1, 1000000};
     for (int i = 0; i < 4; i++) {
         const char *u = gdn_strerror((gdn_status)unknown[i]);
         CHECK(u != NULL && u[0] != '\0', "gdn_strerror(%d) is NULL or empty", unknown[i]);

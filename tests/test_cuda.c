@@ -22,6 +22,7 @@
  *     or not;
  *   - a whole decode step (conv update, gating, L2 norm, delta rule) captured into a CUDA graph
  *     and replayed gives the same bytes as running it eagerly, on a non-default stream;
+ *   - calls of no token (B = 0; sequences of zero tokens on a pool) write only the states;
  *   - paths the backend does not have are refused before anything is written. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include "delta_case.h"
@@ -624,6 +625,31 @@ static void test_graph(rng *r)
 
 /* ---- refusals ------------------------------------------------------------------------------ */
 
+/* Calls with no token: no sequence at all (B = 0), or sequences of zero tokens on a pool, whose
+ * fresh sequences' slots become zeros and the others' stay, both algorithms, options at random. */
+static void test_empty_calls(rng *r)
+{
+    for (int i = 0; i < 8; i++) {
+        delta_config f = delta_config_default();
+        f.nseq = i % 4 == 0 ? 0 : 3;
+        f.T = 0;
+        f.H = 1;
+        f.HV = 2;
+        f.K = f.V = 64;
+        f.pool = f.nseq > 0;
+        delta_config_random_options(&f, r);
+        f.state_dtype = GDN_F32;
+        delta_case c;
+        delta_case_init(&c, &f, r);
+        CHECK_OK(delta_case_run(ref, &c, GDN_ALGO_RECURRENT), ref);
+        delta_result want = keep_result(&c);
+        compare_device(&c, GDN_ALGO_RECURRENT, &want, 0.0, 0.0, "zero tokens, recurrent");
+        compare_device(&c, GDN_ALGO_CHUNKED, &want, 0.0, 0.0, "zero tokens, chunked");
+        result_free(&want);
+        delta_case_free(&c);
+    }
+}
+
 static void test_refusals(rng *r)
 {
     delta_config f = delta_config_default();
@@ -664,6 +690,7 @@ int main(void)
     test_small_values(&r);
     test_long_memory(&r);
     test_graph(&r);
+    test_empty_calls(&r);
     test_refusals(&r);
     gdn_context_destroy(cuda);
     gdn_context_destroy(ref);

@@ -423,6 +423,19 @@ MUT(d_out_alias_v_stride, D.out = D.v; D.out.stride[1] = 6)
 MUT(d_out_alias_v_dtype, D.out = D.v; D.out.dtype = GDN_BF16)
 MUT(d_out_alias_q_stride, D.out = D.q; D.out.shape[2] = 4; D.out.shape[3] = 6; D.out.stride[1] = 8)
 MUT(d_out_is_v, D.out = D.v)
+MUT(d_cu_len0, D.cu_seqlens.shape[0] = 0)
+MUT(d_state_bcast, D.state.stride[0] = 0)
+MUT(d_out_bcast, D.out.stride[0] = 0)
+MUT(d_out_rows_overlap, D.out.stride[1] = 1)
+MUT(d_slots_bcast, D.state_slots.stride[0] = 0)
+MUT(d_q_misaligned, D.q.data = (char *)D.q.data + 2)
+MUT(d_state_misaligned, D.state.data = (char *)D.state.data + 1)
+MUT(d_state_on_out, D.state.data = D.out.data)
+MUT(d_state_on_g, D.state.data = D.g.data)
+MUT(d_out_on_beta, D.out.data = D.beta.data)
+MUT(d_K_2p32, D.q.shape[3] = (int64_t)1 << 32; D.k.shape[3] = (int64_t)1 << 32)
+MUT(d_V_huge, D.v.shape[3] = ((int64_t)1 << 59) + 1)
+MUT(d_stride_wraps, D.v.stride[0] = INT64_MAX / 2)
 MUT(d_out_overlaps_v, D.out = D.v; D.out.data = (float *)D.v.data + 3)
 MUT(d_A_3, D.gating.A.shape[0] = 3)
 MUT(d_A_absent, D.gating.A.data = NULL)
@@ -702,8 +715,23 @@ static const bad_case cases[] = {
     {FX_DR_VAR, "cu_seqlens ends after T", d_cu_end_long, E_VALUE, "cu_seqlens[2]"},
     {FX_DR_VAR, "cu_seqlens f32", d_cu_f32, E_DTYPE, "cu_seqlens.dtype"},
     {FX_DR_VAR, "cu_seqlens u8", d_cu_u8, E_DTYPE, "cu_seqlens.dtype"},
-    {FX_DR_VAR, "cu_seqlens length 1", d_cu_len1, E_SHAPE, "cu_seqlens.shape[0]"},
+    {FX_DR_VAR, "cu_seqlens length 1 (no sequence) with tokens", d_cu_len1, E_VALUE,
+     "cu_seqlens[0]"},
     {FX_DR_VAR, "cu_seqlens ndim 2", d_cu_ndim2, E_SHAPE, "cu_seqlens.ndim"},
+    {FX_DR_VAR, "cu_seqlens length 0", d_cu_len0, E_SHAPE, "cu_seqlens.shape[0]"},
+    {FX_DR, "state pool broadcast over slots", d_state_bcast, E_STRIDE, "state.stride[0]"},
+    {FX_DR, "out broadcast over the batch", d_out_bcast, E_STRIDE, "out.stride[0]"},
+    {FX_DR, "out tokens one element apart", d_out_rows_overlap, E_STRIDE, "out.stride["},
+    {FX_DR, "state_slots broadcast", d_slots_bcast, E_STRIDE, "state_slots.stride[0]"},
+    {FX_DR, "q off its element alignment", d_q_misaligned, E_VALUE, "q.data"},
+    {FX_DR, "state off its element alignment", d_state_misaligned, E_VALUE, "state.data"},
+    {FX_DR, "state overlaps out", d_state_on_out, E_VALUE, "state overlaps out"},
+    {FX_DR, "state overlaps g", d_state_on_g, E_VALUE, "state overlaps g"},
+    {FX_DR, "out overlaps beta", d_out_on_beta, E_VALUE, "out overlaps beta"},
+    {FX_DR, "K = 2^32", d_K_2p32, E_VALUE, "q.shape[3]"},
+    {FX_DR, "V = 2^59 + 1", d_V_huge, E_VALUE, "v.shape[3]"},
+    {FX_DR, "v's strides past the address space", d_stride_wraps, E_VALUE, "v's shape"},
+    {FX_DRWS, "V = 2^59 + 1 (size query)", d_V_huge, E_VALUE, "v.shape[3]"},
     {FX_DR_VAR, "cu_seqlens negative stride", d_cu_stride_neg, E_STRIDE, "cu_seqlens.stride[0]"},
     {FX_DR_VAR, "varlen with B = 2", d_varlen_B2, E_SHAPE, "cu_seqlens"},
     {FX_DR_VAR, "state_slots length 1 (N = 2)", d_slots_len1, E_SHAPE, "state_slots.shape[0]"},
@@ -790,7 +818,8 @@ static const bad_case cases[] = {
     {FX_CONV_VAR, "cu_seqlens decreasing", c_cu_decr, E_VALUE, "cu_seqlens[2]"},
     {FX_CONV_VAR, "cu_seqlens ends before T", c_cu_end, E_VALUE, "cu_seqlens[2]"},
     {FX_CONV_VAR, "cu_seqlens f32", c_cu_f32, E_DTYPE, "cu_seqlens.dtype"},
-    {FX_CONV_VAR, "cu_seqlens length 1", c_cu_len1, E_SHAPE, "cu_seqlens.shape[0]"},
+    {FX_CONV_VAR, "cu_seqlens length 1 (no sequence) with tokens", c_cu_len1, E_VALUE,
+     "cu_seqlens[0]"},
     {FX_CONV_VAR, "varlen with B = 2", c_varlen_B2, E_SHAPE, "cu_seqlens"},
     {FX_CONV_VAR, "state_slots length 3 (N = 2)", c_slots_len3, E_SHAPE, "state_slots.shape[0]"},
     {FX_CONV_VAR, "has_initial_state length 1", c_init_len1, E_SHAPE,

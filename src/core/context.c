@@ -78,9 +78,10 @@ gdn_status gdn_context_create(gdn_context **out, const gdn_context_options *opts
     if ((unsigned)o.backend > GDN_BACKEND_CUDA)
         return gdn_fail(NULL, GDN_ERR_VALUE, fn, "opts.backend is %d, expected a gdn_backend",
                         (int)o.backend);
-    if (o.num_threads < 0)
-        return gdn_fail(NULL, GDN_ERR_VALUE, fn, "opts.num_threads is %d, expected >= 0",
-                        (int)o.num_threads);
+    if (o.num_threads < 0 || o.num_threads > GDN_MAX_THREADS)
+        return gdn_fail(NULL, GDN_ERR_VALUE, fn,
+                        "opts.num_threads is %d, expected 0 (one per CPU) to %d", (int)o.num_threads,
+                        GDN_MAX_THREADS);
     if (o.cuda_device < 0)
         return gdn_fail(NULL, GDN_ERR_VALUE, fn, "opts.cuda_device is %d, expected >= 0",
                         (int)o.cuda_device);
@@ -153,31 +154,41 @@ gdn_bf16_products gdn_context_cpu_bf16_products(const gdn_context *ctx)
                                                   : GDN_BF16_PRODUCTS_F32;
 }
 
-static gdn_status null_ctx(const char *fn)
-{
-    return gdn_fail(NULL, GDN_ERR_NULL, fn, "ctx is NULL, expected a gdn_context");
-}
-
-gdn_status gdn_context_set_stream(gdn_context *ctx, void *stream)
+gdn_status gdn_context_enter(gdn_context *ctx, const char *fn)
 {
     if (!ctx)
-        return null_ctx("gdn_context_set_stream");
-    ctx->opts.cuda_stream = stream;
+        return gdn_fail(NULL, GDN_ERR_NULL, fn, "ctx is NULL, expected a gdn_context");
+    if (__atomic_exchange_n(&ctx->busy, 1, __ATOMIC_ACQUIRE))
+        return gdn_fail(NULL, GDN_ERR_BUSY, fn,
+                        "ctx is in use by another thread's call, expected one call at a time "
+                        "per context (give each thread its own context)");
+    gdn_clear_error(ctx);
     return GDN_OK;
 }
 
-gdn_status gdn_context_reserve_workspace(gdn_context *ctx, size_t bytes)
+void gdn_context_leave(gdn_context *ctx) { __atomic_store_n(&ctx->busy, 0, __ATOMIC_RELEASE); }
+
+/* Runs `call` between enter and leave: the context's settings change under no running op. */
+#define GUARDED(ctx, fn, call)                                                                         do {                                                                                                   gdn_status st_ = gdn_context_enter(ctx, fn);                                                       if (st_ != GDN_OK)                                                                                     return st_;                                                                                    st_ = (call);                                                                                      gdn_context_leave(ctx);                                                                            return st_;                                                                                    } while (0)
+
+gdn_status gdn_context_set_stream(gdn_context *ctx, void *stream)
 {
-    if (!ctx)
-        return null_ctx("gdn_context_reserve_workspace");
+    GUARDED(ctx, "gdn_context_set_stream", (ctx->opts.cuda_stream = stream, GDN_OK));
+}
+
+static gdn_status reserve_workspace(gdn_context *ctx, size_t bytes)
+{
     void *unused;
     return gdn_workspace_acquire(ctx, "gdn_context_reserve_workspace", bytes, &unused);
 }
 
-gdn_status gdn_context_set_workspace(gdn_context *ctx, void *workspace, size_t bytes)
+gdn_status gdn_context_reserve_workspace(gdn_context *ctx, size_t bytes)
 {
-    if (!ctx)
-        return null_ctx("gdn_context_set_workspace");
+    GUARDED(ctx, "gdn_context_reserve_workspace", reserve_workspace(ctx, bytes));
+}
+
+static gdn_status set_workspace(gdn_context *ctx, void *workspace, size_t bytes)
+{
     if ((uintptr_t)workspace % GDN_WORKSPACE_ALIGN)
         return gdn_fail(ctx, GDN_ERR_VALUE, "gdn_context_set_workspace",
                         "workspace is at %p, expected an address aligned to %d bytes", workspace,
@@ -191,6 +202,11 @@ gdn_status gdn_context_set_workspace(gdn_context *ctx, void *workspace, size_t b
     ctx->workspace_bytes = workspace ? bytes : 0;
     ctx->workspace_owned = workspace == NULL;
     return GDN_OK;
+}
+
+gdn_status gdn_context_set_workspace(gdn_context *ctx, void *workspace, size_t bytes)
+{
+    GUARDED(ctx, "gdn_context_set_workspace", set_workspace(ctx, workspace, bytes));
 }
 
 gdn_status gdn_workspace_acquire(gdn_context *ctx, const char *fn, size_t bytes, void **ptr)

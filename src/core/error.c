@@ -22,6 +22,7 @@ const char *gdn_strerror(gdn_status status)
     case GDN_ERR_WORKSPACE: return "GDN_ERR_WORKSPACE: workspace too small";
     case GDN_ERR_CUDA: return "GDN_ERR_CUDA: CUDA runtime error";
     case GDN_ERR_INTERNAL: return "GDN_ERR_INTERNAL: internal error";
+    case GDN_ERR_BUSY: return "GDN_ERR_BUSY: context in use by another thread";
     }
     return "GDN_ERR_?: unknown status";
 }

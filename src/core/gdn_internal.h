@@ -6,12 +6,35 @@
 
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 #define GDN_ERRMSG_SIZE 512
+
+/* ---- Checked sizes ------------------------------------------------------------------------- */
+
+/* a * b and a + b, saturating at SIZE_MAX: a scratch size that does not fit is SIZE_MAX, which
+ * the ops refuse (GDN_ERR_VALUE), so no size computation can wrap into a small buffer. */
+static inline size_t gdn_size_mul(size_t a, size_t b)
+{
+    size_t r;
+    return __builtin_mul_overflow(a, b, &r) ? SIZE_MAX : r;
+}
+
+static inline size_t gdn_size_add(size_t a, size_t b)
+{
+    size_t r;
+    return __builtin_add_overflow(a, b, &r) ? SIZE_MAX : r;
+}
+
+/* The same for counts of elements: false when a * b does not fit in int64. */
+static inline bool gdn_i64_mul(int64_t a, int64_t b, int64_t *r)
+{
+    return !__builtin_mul_overflow(a, b, r);
+}
 
 /* ---- Sequences of a batch, resolved by validation ------------------------------------------ */
 
@@ -126,8 +149,15 @@ struct gdn_context {
     void *workspace;              /* scratch in use (owned or caller's) */
     size_t workspace_bytes;
     bool workspace_owned;
+    unsigned char busy;           /* a call is running on it (gdn_context_enter / _leave) */
     char errmsg[GDN_ERRMSG_SIZE];
 };
+
+/* Marks ctx as in use by the calling thread: GDN_ERR_BUSY (message on the thread's context-less
+ * slot, ctx's message untouched) when another thread's call holds it. Every public function that
+ * reads or writes a context's mutable parts runs between enter and leave. */
+gdn_status gdn_context_enter(gdn_context *ctx, const char *fn);
+void gdn_context_leave(gdn_context *ctx);
 
 /* Records "fn: message" on ctx (or the thread's context-less slot if ctx is NULL); returns st. */
 gdn_status gdn_fail(gdn_context *ctx, gdn_status st, const char *fn, const char *fmt, ...)

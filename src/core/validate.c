@@ -4,6 +4,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define M_F32 (1u << GDN_F32)
@@ -38,6 +39,23 @@ static const char *mask_names(unsigned mask)
 
 static bool present(const gdn_tensor *t) { return t && t->data; }
 
+/* The bytes from a tensor's first element past its farthest one (0 for an empty tensor); false
+ * when that does not fit in a ptrdiff_t. Extents and strides are non-negative here. */
+static bool span_bytes(const gdn_tensor *t, int64_t *bytes)
+{
+    *bytes = 0;
+    for (int d = 0; d < t->ndim; d++)
+        if (t->shape[d] == 0)
+            return true;
+    int64_t last = 0, step;
+    for (int d = 0; d < t->ndim; d++)
+        if (!gdn_i64_mul(t->shape[d] - 1, t->stride[d], &step) ||
+            __builtin_add_overflow(last, step, &last))
+            return false;
+    return gdn_i64_mul(last + 1, (int64_t)gdn_dtype_size(t->dtype), bytes) &&
+           *bytes <= PTRDIFF_MAX;
+}
+
 /* Rank, dtype, non-negative extents and strides, and (for activations) a contiguous last dim. */
 static gdn_status check_tensor(const vctx *v, const char *name, const gdn_tensor *t, int min_rank,
                                int max_rank, unsigned dtypes, bool last_contiguous)
@@ -67,6 +85,46 @@ static gdn_status check_tensor(const vctx *v, const char *name, const gdn_tensor
         return FAIL(v, GDN_ERR_STRIDE,
                     "%s.stride[%d] is %lld, expected 1 (the last dimension must be contiguous)",
                     name, last, (long long)t->stride[last]);
+    size_t esz = gdn_dtype_size(t->dtype);
+    if ((uintptr_t)t->data % esz)
+        return FAIL(v, GDN_ERR_VALUE, "%s.data is at %p, expected an address aligned to %zu "
+                    "bytes (the size of %s)", name, t->data, esz, gdn_dtype_name(t->dtype));
+    int64_t bytes;
+    if (!span_bytes(t, &bytes) || (uintptr_t)bytes > UINTPTR_MAX - (uintptr_t)t->data)
+        return FAIL(v, GDN_ERR_VALUE, "%s's shape and strides reach beyond the address space, "
+                    "expected a tensor that fits in memory", name);
+    return GDN_OK;
+}
+
+/* A tensor that an op writes, or an index tensor: no two elements may share an address (a
+ * broadcast output would be written by several threads at once, and a broadcast index tensor
+ * could declare far more sequences than memory holds). Sufficient test: ordered by stride, each
+ * dimension's stride steps past everything the smaller ones reach. */
+static gdn_status check_no_self_overlap(const vctx *v, const char *name, const gdn_tensor *t)
+{
+    int order[GDN_MAX_DIMS], n = 0;
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->shape[d] == 0)
+            return GDN_OK; /* no elements */
+        if (t->shape[d] > 1)
+            order[n++] = d;
+    }
+    for (int i = 1; i < n; i++) /* insertion sort by stride, at most four dims */
+        for (int j = i; j > 0 && t->stride[order[j]] < t->stride[order[j - 1]]; j--) {
+            int tmp = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = tmp;
+        }
+    int64_t reach = 0; /* the farthest element offset of the dims so far; fits: span checked */
+    for (int i = 0; i < n; i++) {
+        int d = order[i];
+        if (t->stride[d] <= reach)
+            return FAIL(v, GDN_ERR_STRIDE, "%s.stride[%d] is %lld, which makes elements of %s "
+                        "share memory, expected non-overlapping strides (it is written)%s", name,
+                        d, (long long)t->stride[d], name,
+                        t->stride[d] == 0 ? ": a broadcast (stride 0) is for inputs only" : "");
+        reach += (t->shape[d] - 1) * t->stride[d];
+    }
     return GDN_OK;
 }
 
@@ -85,6 +143,15 @@ static gdn_status check_positive(const vctx *v, const char *name, const gdn_tens
     if (t->shape[d] < 1)
         return FAIL(v, GDN_ERR_SHAPE, "%s.shape[%d] (%s) is %lld, expected >= 1", name, d, what,
                     (long long)t->shape[d]);
+    return GDN_OK;
+}
+
+static gdn_status check_head_dim(const vctx *v, const char *name, const gdn_tensor *t, int d,
+                                 const char *what)
+{
+    if (t->shape[d] > GDN_MAX_HEAD_DIM)
+        return FAIL(v, GDN_ERR_VALUE, "%s.shape[%d] (%s) is %lld, expected at most %d "
+                    "(GDN_MAX_HEAD_DIM)", name, d, what, (long long)t->shape[d], GDN_MAX_HEAD_DIM);
     return GDN_OK;
 }
 
@@ -113,17 +180,11 @@ static gdn_status check_same_dtype(const vctx *v, const char *name, const gdn_te
 /* The bytes [lo, hi) a tensor's elements can touch (empty for an empty tensor). */
 static void byte_range(const gdn_tensor *t, uintptr_t *lo, uintptr_t *hi)
 {
-    int64_t last = 0;
-    for (int d = 0; d < t->ndim; d++) {
-        if (t->shape[d] == 0) {
-            *lo = *hi = (uintptr_t)t->data;
-            return;
-        }
-        last += (t->shape[d] - 1) * t->stride[d];
-    }
-    size_t esz = gdn_dtype_size(t->dtype);
+    int64_t bytes;
+    if (!span_bytes(t, &bytes)) /* check_tensor refused it; treat it as reaching everything */
+        bytes = PTRDIFF_MAX;
     *lo = (uintptr_t)t->data;
-    *hi = *lo + (uintptr_t)((size_t)(last + 1) * esz);
+    *hi = *lo + (uintptr_t)bytes;
 }
 
 /* Two views with the same shape and strides whose rows (last dim contiguous) sit at different
@@ -191,6 +252,25 @@ static gdn_status check_alias(const vctx *v, const char *out_name, const gdn_ten
     return GDN_OK;
 }
 
+typedef struct named_tensor {
+    const char *name;
+    const gdn_tensor *t;
+} named_tensor;
+
+#define NAMED(args, field) {#field, &(args)->field}
+
+/* A written tensor must not overlap itself nor any of the n others (absent ones are skipped):
+ * what an op reads or writes elsewhere must not change under it. */
+static gdn_status check_written(const vctx *v, const char *name, const gdn_tensor *out,
+                                const named_tensor *others, int n)
+{
+    TRY(check_no_self_overlap(v, name, out));
+    for (int i = 0; i < n; i++)
+        if (others[i].t != out)
+            TRY(check_disjoint(v, name, out, others[i].name, others[i].t));
+    return GDN_OK;
+}
+
 static gdn_status check_finite(const vctx *v, const char *name, float x, bool allow_negative)
 {
     if (!isfinite(x) || (!allow_negative && x < 0.0f))
@@ -215,9 +295,10 @@ static gdn_status check_cu_seqlens(const vctx *v, const gdn_tensor *cu, int64_t 
                                    int64_t *max_len)
 {
     TRY(check_tensor(v, "cu_seqlens", cu, 1, 1, M_INDEX, false));
+    TRY(check_no_self_overlap(v, "cu_seqlens", cu));
     int64_t n1 = cu->shape[0];
-    if (n1 < 2)
-        return FAIL(v, GDN_ERR_SHAPE, "cu_seqlens.shape[0] is %lld, expected >= 2 (N+1 offsets)",
+    if (n1 < 1)
+        return FAIL(v, GDN_ERR_SHAPE, "cu_seqlens.shape[0] is %lld, expected >= 1 (N+1 offsets)",
                     (long long)n1);
     *max_len = T;
     if (!host)
@@ -243,12 +324,52 @@ static gdn_status check_cu_seqlens(const vctx *v, const gdn_tensor *cu, int64_t 
     return GDN_OK;
 }
 
+typedef struct slot_use {
+    int64_t slot, seq;
+} slot_use;
+
+static int by_slot_then_seq(const void *x, const void *y)
+{
+    const slot_use *a = x, *b = y;
+    if (a->slot != b->slot)
+        return a->slot < b->slot ? -1 : 1;
+    return (a->seq > b->seq) - (a->seq < b->seq);
+}
+
+/* No two sequences name one slot: sorted (slot, sequence) pairs, O(N log N). A call of up to
+ * SLOTS_ON_STACK sequences sorts on the stack; a longer one allocates N pairs for the check. */
+#define SLOTS_ON_STACK 256
+static gdn_status check_distinct_slots(const vctx *v, const gdn_tensor *slots, int64_t N)
+{
+    slot_use stack[SLOTS_ON_STACK], *use = stack;
+    if (N > SLOTS_ON_STACK && !(use = malloc((size_t)N * sizeof *use)))
+        return FAIL(v, GDN_ERR_NO_MEMORY, "cannot allocate %lld bytes to check state_slots for "
+                    "duplicates", (long long)N * (long long)sizeof *use);
+    int64_t n = 0;
+    for (int64_t i = 0; i < N; i++) {
+        int64_t s = gdn_index_at(slots, i);
+        if (s >= 0)
+            use[n++] = (slot_use){s, i};
+    }
+    qsort(use, (size_t)n, sizeof *use, by_slot_then_seq);
+    gdn_status st = GDN_OK;
+    for (int64_t i = 1; i < n && st == GDN_OK; i++)
+        if (use[i].slot == use[i - 1].slot)
+            st = FAIL(v, GDN_ERR_VALUE, "state_slots[%lld] and state_slots[%lld] are both %lld, "
+                      "expected distinct slots", (long long)use[i - 1].seq, (long long)use[i].seq,
+                      (long long)use[i].slot);
+    if (use != stack)
+        free(use);
+    return st;
+}
+
 /* Slots in [.., S): negative ones are padding; non-negative ones must be distinct, since two
  * sequences writing one slot would race. */
 static gdn_status check_slots(const vctx *v, const gdn_tensor *slots, int64_t N, int64_t S,
                               bool host)
 {
     TRY(check_tensor(v, "state_slots", slots, 1, 1, M_INDEX, false));
+    TRY(check_no_self_overlap(v, "state_slots", slots));
     TRY(check_dim(v, "state_slots", slots, 0, N, "one slot per sequence"));
     if (!host)
         return GDN_OK;
@@ -259,17 +380,7 @@ static gdn_status check_slots(const vctx *v, const gdn_tensor *slots, int64_t N,
                         "state_slots[%lld] is %lld, expected < %lld (slots in the pool) or < 0 "
                         "(skip)", (long long)i, (long long)s, (long long)S);
     }
-    for (int64_t i = 0; i < N; i++) {
-        int64_t s = gdn_index_at(slots, i);
-        if (s < 0)
-            continue;
-        for (int64_t j = i + 1; j < N; j++)
-            if (gdn_index_at(slots, j) == s)
-                return FAIL(v, GDN_ERR_VALUE,
-                            "state_slots[%lld] and state_slots[%lld] are both %lld, expected "
-                            "distinct slots", (long long)i, (long long)j, (long long)s);
-    }
-    return GDN_OK;
+    return check_distinct_slots(v, slots, N);
 }
 
 /* Splits a batch into sequences and checks the pool indirection. `pool` names the pool
@@ -310,6 +421,7 @@ static gdn_status resolve_seqs(const vctx *v, int64_t B, int64_t T, const gdn_te
             return FAIL(v, GDN_ERR_VALUE,
                         "has_initial_state is given but %s is absent, expected both", pool);
         TRY(check_tensor(v, "has_initial_state", has_init, 1, 1, M_FLAG, false));
+        TRY(check_no_self_overlap(v, "has_initial_state", has_init));
         TRY(check_dim(v, "has_initial_state", has_init, 0, N, "one flag per sequence"));
         seqs->has_init = has_init;
     }
@@ -370,8 +482,15 @@ gdn_status gdn_validate_conv1d(gdn_context *ctx, const gdn_conv1d_args *a, gdn_c
         TRY(check_conv_state(&v, &a->conv_state, &a->x, p->C, p->W));
         S = a->conv_state.shape[0];
     }
-    return resolve_seqs(&v, a->x.shape[0], a->x.shape[1], &a->cu_seqlens, &a->state_slots,
-                        &a->has_initial_state, "conv_state", p->has_state, S, &p->seqs, &max_len);
+    TRY(resolve_seqs(&v, a->x.shape[0], a->x.shape[1], &a->cu_seqlens, &a->state_slots,
+                     &a->has_initial_state, "conv_state", p->has_state, S, &p->seqs, &max_len));
+    const named_tensor others[] = {NAMED(a, weight), NAMED(a, bias), NAMED(a, state_slots),
+                                   NAMED(a, has_initial_state), NAMED(a, cu_seqlens),
+                                   NAMED(a, x), NAMED(a, out)};
+    TRY(check_written(&v, "out", &a->out, others, 5)); /* out may be x itself: checked above */
+    if (p->has_state)
+        TRY(check_written(&v, "conv_state", &a->conv_state, others, 7));
+    return GDN_OK;
 }
 
 gdn_status gdn_validate_conv1d_update(gdn_context *ctx, const gdn_conv1d_update_args *a,
@@ -393,8 +512,12 @@ gdn_status gdn_validate_conv1d_update(gdn_context *ctx, const gdn_conv1d_update_
     TRY(check_activation(&v, a->activation));
     TRY(check_conv_state(&v, &a->conv_state, &a->x, p->C, p->W));
     int64_t max_len;
-    return resolve_seqs(&v, a->x.shape[0], 1, NULL, &a->state_slots, NULL, "conv_state", true,
-                        a->conv_state.shape[0], &p->seqs, &max_len);
+    TRY(resolve_seqs(&v, a->x.shape[0], 1, NULL, &a->state_slots, NULL, "conv_state", true,
+                     a->conv_state.shape[0], &p->seqs, &max_len));
+    const named_tensor others[] = {NAMED(a, weight), NAMED(a, bias), NAMED(a, state_slots),
+                                   NAMED(a, x), NAMED(a, out)};
+    TRY(check_written(&v, "out", &a->out, others, 3)); /* out may be x itself: checked above */
+    return check_written(&v, "conv_state", &a->conv_state, others, 5);
 }
 
 /* ---- gating -------------------------------------------------------------------------------- */
@@ -450,6 +573,11 @@ gdn_status gdn_validate_gating(gdn_context *ctx, const gdn_tensor *a, const gdn_
         p->beta_out = *beta_out;
     }
     TRY(check_gating_params(&v, params, p->HV, "params."));
+    const named_tensor others[] = {{"params.A", &params->A}, {"params.dt_bias", &params->dt_bias},
+                                   {"beta_out", beta_out}};
+    TRY(check_written(&v, "g_out", g_out, others, present(b) ? 3 : 2));
+    if (present(b))
+        TRY(check_written(&v, "beta_out", beta_out, others, 2));
     p->a = *a;
     p->g_out = *g_out;
     p->p = *params;
@@ -469,6 +597,7 @@ gdn_status gdn_validate_l2norm(gdn_context *ctx, const gdn_tensor *x, const gdn_
     TRY(check_tensor(&v, "out", out, 1, GDN_MAX_DIMS, M_FLOAT, true));
     TRY(check_same_shape(&v, "out", out, "x", x));
     TRY(check_alias(&v, "out", out, "x", x));
+    TRY(check_no_self_overlap(&v, "out", out));
     TRY(check_finite(&v, "eps", eps, false));
     p->x = *x;
     p->out = *out;
@@ -503,6 +632,8 @@ gdn_status gdn_validate_rmsnorm(gdn_context *ctx, const gdn_rmsnorm_args *a,
     TRY(check_same_shape(&v, "out", &a->out, "x", &a->x));
     TRY(check_alias(&v, "out", &a->out, "x", &a->x));
     TRY(check_alias(&v, "out", &a->out, "z", &a->z));
+    const named_tensor others[] = {NAMED(a, weight)};
+    TRY(check_written(&v, "out", &a->out, others, 1));
     TRY(check_finite(&v, "eps", a->eps, false));
     p->rows = gdn_row_count(&a->x);
     return GDN_OK;
@@ -568,6 +699,7 @@ gdn_status gdn_validate_delta_rule(gdn_context *ctx, const char *fn,
     p->K = a->q.shape[3];
     TRY(check_positive(&v, "q", &a->q, 2, "key heads H"));
     TRY(check_positive(&v, "q", &a->q, 3, "key dim K"));
+    TRY(check_head_dim(&v, "q", &a->q, 3, "key dim K"));
     TRY(check_tensor(&v, "k", &a->k, 4, 4, M_FLOAT, true));
     TRY(check_same_dtype(&v, "k", &a->k, "q", &a->q));
     TRY(check_same_shape(&v, "k", &a->k, "q", &a->q));
@@ -579,6 +711,7 @@ gdn_status gdn_validate_delta_rule(gdn_context *ctx, const char *fn,
     p->V = a->v.shape[3];
     TRY(check_positive(&v, "v", &a->v, 2, "value heads HV"));
     TRY(check_positive(&v, "v", &a->v, 3, "value dim V"));
+    TRY(check_head_dim(&v, "v", &a->v, 3, "value dim V"));
     if (p->HV % p->H != 0)
         return FAIL(&v, GDN_ERR_SHAPE, "v.shape[2] (HV) is %lld, expected a multiple of "
                     "q.shape[2] (H = %lld)", (long long)p->HV, (long long)p->H);
@@ -601,6 +734,16 @@ gdn_status gdn_validate_delta_rule(gdn_context *ctx, const char *fn,
     }
     TRY(resolve_seqs(&v, p->B, p->T, &a->cu_seqlens, &a->state_slots, &a->has_initial_state,
                      "state", p->has_state, p->S, &p->seqs, &p->max_len));
+    const gdn_tensor none = gdn_tensor_none(); /* the gating tensors, when it is not used */
+    const bool gated = a->gate_in_kernel;
+    const named_tensor others[] = {
+        NAMED(a, g), NAMED(a, beta), NAMED(a, state_slots), NAMED(a, has_initial_state),
+        NAMED(a, cu_seqlens), {"gating.A", gated ? &a->gating.A : &none},
+        {"gating.dt_bias", gated ? &a->gating.dt_bias : &none}, NAMED(a, q), NAMED(a, k),
+        NAMED(a, v), NAMED(a, out)};
+    TRY(check_written(&v, "out", &a->out, others, 7)); /* q, k, v: checked above */
+    if (p->has_state)
+        TRY(check_written(&v, "state", &a->state, others, 11));
     p->scale = a->scale != 0.0f ? (double)a->scale : 1.0 / sqrt((double)p->K);
     p->chunk = a->chunk_size ? a->chunk_size : 64;
     return GDN_OK;

@@ -121,7 +121,8 @@ static gdn_status cpu_init(gdn_context *ctx)
     s->chunk = chunk_kernels(s->isa);
     s->chunk_bf16 = chunk_bf16_kernels(s->isa);
     long online = sysconf(_SC_NPROCESSORS_ONLN);
-    int threads = ctx->opts.num_threads ? ctx->opts.num_threads : (int)(online > 0 ? online : 1);
+    online = online < 1 ? 1 : online > GDN_MAX_THREADS ? GDN_MAX_THREADS : online;
+    int threads = ctx->opts.num_threads ? ctx->opts.num_threads : (int)online;
     s->pool = cpu_pool_create(threads);
     if (!s->pool) {
         free(s);
@@ -166,7 +167,9 @@ static size_t cpu_delta_rule_workspace(const gdn_context *ctx, const gdn_delta_r
     const cpu_backend_state *s = ctx->backend_state;
     if (cpu_chunked_wanted(s, p))
         return cpu_chunked_workspace(s, p);
-    return (size_t)cpu_pool_threads(s->pool) * cpu_recurrent_scratch_floats(p) * sizeof(float);
+    return gdn_size_mul(gdn_size_mul((size_t)cpu_pool_threads(s->pool),
+                                     cpu_recurrent_scratch_floats(p)),
+                        sizeof(float));
 }
 
 typedef struct recurrent_job {

@@ -645,7 +645,7 @@ static chunk_job job_of(const cpu_backend_state *st, const gdn_delta_rule_proble
     const size_t work = inputs_floats(&j.g) + out_floats(&j.g) + scratch_floats(j.k, &j.g);
     if (j.split) {
         const int64_t most = (p->max_len + j.g.C - 1) / j.g.C;
-        j.window = (4 * threads + j.groups - 1) / j.groups;
+        j.window = j.groups > 0 ? (4 * threads + j.groups - 1) / j.groups : 1;
         j.window = j.window < most ? j.window : (most > 0 ? most : 1);
         j.per_worker = work;
     } else {
@@ -670,12 +670,15 @@ bool cpu_chunked_wanted(const cpu_backend_state *s, const gdn_delta_rule_problem
 size_t cpu_chunked_workspace(const cpu_backend_state *s, const gdn_delta_rule_problem *p)
 {
     const chunk_job j = job_of(s, p);
-    size_t n = (size_t)cpu_pool_threads(s->pool) * j.per_worker;
-    if (j.split)
-        n += (size_t)j.tasks *
-                 (j.state_size + (size_t)j.window * record_floats(&j.g)) +
-             (size_t)j.groups * (size_t)j.window * keys_floats(&j.g);
-    return n * sizeof(float) + 64; /* + alignment of the base */
+    size_t n = gdn_size_mul((size_t)cpu_pool_threads(s->pool), j.per_worker);
+    if (j.split) {
+        const size_t per_task = gdn_size_add(
+            j.state_size, gdn_size_mul((size_t)j.window, record_floats(&j.g)));
+        n = gdn_size_add(n, gdn_size_mul((size_t)j.tasks, per_task));
+        n = gdn_size_add(n, gdn_size_mul(gdn_size_mul((size_t)j.groups, (size_t)j.window),
+                                         keys_floats(&j.g)));
+    }
+    return gdn_size_add(gdn_size_mul(n, sizeof(float)), 64); /* + alignment of the base */
 }
 
 void cpu_chunked_run(const cpu_backend_state *s, const gdn_delta_rule_problem *p, void *workspace)

@@ -158,16 +158,35 @@ gdn_status cpu_gating(gdn_context *ctx, const gdn_gating_problem *p)
     return GDN_OK;
 }
 
+/* x[d] *= 1 / sqrt(sum(x^2) / n + eps) over a row. The sum runs in f32 where that is exact
+ * enough: squares of rows past about 1e19 overflow f32 (a row of 1e30 would come out 0) and
+ * squares below about 1e-19 underflow (with eps = 0 the row would come out Inf), so a row whose
+ * f32 sum is not finite or not well above the smallest normal is redone in double, as the
+ * reference computes it. */
+static void scale_by_inverse_rms(float *x, int64_t D, double n, double eps)
+{
+    float ss = 0.0f;
+    for (int64_t d = 0; d < D; d++)
+        ss += x[d] * x[d];
+    if (isfinite(ss) && ss >= 0x1p-100f) {
+        const float inv = 1.0f / sqrtf(ss / (float)n + (float)eps);
+        for (int64_t d = 0; d < D; d++)
+            x[d] *= inv;
+        return;
+    }
+    double wide = 0.0;
+    for (int64_t d = 0; d < D; d++)
+        wide += (double)x[d] * x[d];
+    const double inv = 1.0 / sqrt(wide / n + eps);
+    for (int64_t d = 0; d < D; d++)
+        x[d] = (float)(x[d] * inv);
+}
+
 static void l2norm_row(const void *pp, int64_t r, float *x)
 {
     const gdn_l2norm_problem *p = pp;
     cpu_load_f32(&p->x, gdn_row_offset(&p->x, r), p->D, x);
-    float ss = 0.0f;
-    for (int64_t d = 0; d < p->D; d++)
-        ss += x[d] * x[d];
-    const float inv = 1.0f / sqrtf(ss + (float)p->eps);
-    for (int64_t d = 0; d < p->D; d++)
-        x[d] *= inv;
+    scale_by_inverse_rms(x, p->D, 1.0, p->eps);
     store_f32(&p->out, gdn_row_offset(&p->out, r), p->D, x);
 }
 
@@ -201,12 +220,9 @@ static void rmsnorm_row(const void *pp, int64_t r, float *buf)
     if (!a->norm_before_gate) /* the gated value is what gets normalised */
         for (int64_t d = 0; d < D; d++)
             x[d] *= gate[d];
-    float ss = 0.0f;
+    scale_by_inverse_rms(x, D, (double)D, a->eps);
     for (int64_t d = 0; d < D; d++)
-        ss += x[d] * x[d];
-    const float inv = 1.0f / sqrtf(ss / (float)D + a->eps);
-    for (int64_t d = 0; d < D; d++)
-        x[d] = x[d] * inv * w[d] * (a->norm_before_gate ? gate[d] : 1.0f);
+        x[d] = x[d] * w[d] * (a->norm_before_gate ? gate[d] : 1.0f);
     store_f32(&a->out, gdn_row_offset(&a->out, r), D, x);
 }
 

@@ -27,6 +27,19 @@ static float dot(const float *x, const float *y, int64_t n)
 }
 
 /* q, k (normalised when asked), v, the decay and beta of token `tok`; returns q . k. */
+/* 1 / sqrt(||x||^2 + eps): the f32 sum, or the double one where squares past about 1e19 made
+ * the f32 sum overflow (the normalised row must not come out 0). */
+static float inverse_norm(const float *x, int64_t n)
+{
+    const float ss = dot(x, x, n);
+    if (isfinite(ss))
+        return 1.0f / sqrtf(ss + GDN_L2NORM_EPS);
+    double wide = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        wide += (double)x[i] * x[i];
+    return (float)(1.0 / sqrt(wide + (double)GDN_L2NORM_EPS));
+}
+
 static float load_token(const gdn_delta_rule_problem *p, int64_t row, int64_t tok, int64_t hv,
                         int64_t kh, float *q, float *k, float *v, float *decay, float *beta)
 {
@@ -36,8 +49,7 @@ static float load_token(const gdn_delta_rule_problem *p, int64_t row, int64_t to
     cpu_load_f32(&a->k, row * a->k.stride[0] + tok * a->k.stride[1] + kh * a->k.stride[2], K, k);
     cpu_load_f32(&a->v, row * a->v.stride[0] + tok * a->v.stride[1] + hv * a->v.stride[2], p->V, v);
     if (a->qk_l2norm) {
-        float iq = 1.0f / sqrtf(dot(q, q, K) + GDN_L2NORM_EPS);
-        float ik = 1.0f / sqrtf(dot(k, k, K) + GDN_L2NORM_EPS);
+        float iq = inverse_norm(q, K), ik = inverse_norm(k, K);
         for (int64_t i = 0; i < K; i++) {
             q[i] *= iq;
             k[i] *= ik;

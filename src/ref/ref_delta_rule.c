@@ -256,10 +256,11 @@ static bool use_chunked(const gdn_delta_rule_problem *p)
 size_t ref_delta_rule_workspace(const gdn_context *ctx, const gdn_delta_rule_problem *p)
 {
     (void)ctx;
-    size_t state = (size_t)(p->K * p->V);
+    /* K, V <= GDN_MAX_HEAD_DIM and chunk <= 128: these sizes are small; checked all the same */
+    size_t state = gdn_size_mul((size_t)p->K, (size_t)p->V);
     size_t work = use_chunked(p) ? chunk_doubles(p->chunk, p->K, p->V)
                                  : (size_t)(2 * p->K + 2 * p->V);
-    return (state + work) * sizeof(double);
+    return gdn_size_mul(gdn_size_add(state, work), sizeof(double));
 }
 
 gdn_status ref_delta_rule(gdn_context *ctx, const gdn_delta_rule_problem *p, void *workspace)
