@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "common.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,11 +40,31 @@ int64_t rng_int(rng *r, int64_t lo, int64_t hi)
     return lo + (int64_t)(rng_next(r) % (uint64_t)(hi - lo + 1));
 }
 
+bool parse_seed(const char *text, uint64_t *seed)
+{
+    if (!text || !*text || *text == '-' || *text == '+' || *text == ' ')
+        return false;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 0);
+    if (errno || *end)
+        return false;
+    *seed = (uint64_t)v;
+    return true;
+}
+
 uint64_t fresh_seed(void)
 {
     const char *env = getenv("GDN_SEED");
-    if (env && *env)
-        return strtoull(env, NULL, 0);
+    uint64_t seed;
+    if (env && *env) {
+        if (!parse_seed(env, &seed)) {
+            fprintf(stderr, "GDN_SEED is '%s', expected an unsigned integer (decimal or 0x hex)\n",
+                    env);
+            exit(2);
+        }
+        return seed;
+    }
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     rng r = rng_seed((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^

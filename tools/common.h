@@ -18,7 +18,11 @@ uint64_t rng_next(rng *r);
 double rng_uniform(rng *r, double lo, double hi);
 double rng_normal(rng *r);
 int64_t rng_int(rng *r, int64_t lo, int64_t hi); /* inclusive */
-/* A seed that differs from run to run (time and pid), or GDN_SEED from the environment. */
+/* An unsigned decimal or 0x-hex seed, all of text; false for anything else ("abc", "-1", "1x",
+ * out of range). */
+bool parse_seed(const char *text, uint64_t *seed);
+/* A seed that differs from run to run (time and pid), or GDN_SEED from the environment (a
+ * GDN_SEED that parse_seed refuses exits with status 2 and a message). */
 uint64_t fresh_seed(void);
 
 /* A contiguous host tensor of zeros; free with tensor_free. Exits on allocation failure. */

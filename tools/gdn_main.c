@@ -77,8 +77,9 @@ int parse_common_options(int argc, char **argv, tool_options *o)
         } else if (!strcmp(a, "--threads")) {
             char *end;
             long n = strtol(val, &end, 10);
-            if (*end || n < 0 || n > 4096) {
-                fprintf(stderr, "gdn: --threads is '%s', expected a count from 0 to 4096\n", val);
+            if (end == val || *end || n < 0 || n > GDN_MAX_THREADS) {
+                fprintf(stderr, "gdn: --threads is '%s', expected a count from 0 to %d\n", val,
+                        GDN_MAX_THREADS);
                 return 2;
             }
             o->threads = (int)n;
@@ -91,7 +92,11 @@ int parse_common_options(int argc, char **argv, tool_options *o)
             o->dtype_given = true;
             i++;
         } else if (!strcmp(a, "--seed")) {
-            o->seed = strtoull(val, NULL, 0);
+            if (!parse_seed(val, &o->seed)) {
+                fprintf(stderr, "gdn: --seed is '%s', expected an unsigned integer (decimal or "
+                        "0x hex)\n", val);
+                return 2;
+            }
             o->seed_given = true;
             i++;
         } else {
