@@ -5,6 +5,7 @@ dtype, shape and element strides. PyTorch is optional and only used when it is i
 """
 import ctypes
 import ctypes.util
+import itertools
 import os
 import threading
 
@@ -158,6 +159,30 @@ def device_of(x):
     return "cpu"
 
 
+def numel(x):
+    return x.numel() if is_torch(x) else x.size
+
+
+# Zero-element tensors get their own address here: torch reports NULL for them (NULL is libgdn's
+# "absent"), and libgdn treats an output at an input's address as an in-place call, so two empty
+# tensors of one call must not share one. Nothing is ever read or written through these.
+_NOWHERE_SLOTS = 1024
+_nowhere = (ctypes.c_int64 * (2 * _NOWHERE_SLOTS))()  # 16 bytes a slot, 8-byte aligned
+_nowhere_turn = itertools.count()
+
+
+def _address_for_empty():
+    return ctypes.addressof(_nowhere) + 16 * (next(_nowhere_turn) % _NOWHERE_SLOTS)
+
+
+def _contiguous_strides(shape):
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return strides[::-1]
+
+
 def describe(x, name):
     """A gdn_tensor for a NumPy array or torch tensor (None: absent). No copy is made."""
     t = Tensor()
@@ -181,10 +206,30 @@ def describe(x, name):
         strides = [s // x.itemsize for s in x.strides]
     else:
         raise TypeError(f"{name}: expected a numpy.ndarray or torch.Tensor, got {type(x).__name__}")
+    if numel(x) == 0:  # NumPy gives empty arrays stride 0 everywhere; no element, no layout
+        t.data, strides = _address_for_empty(), _contiguous_strides(x.shape)
     t.ndim = x.ndim
     for i, (n, s) in enumerate(zip(x.shape, strides)):
         t.shape[i], t.stride[i] = n, s
     return t
+
+
+def check_writable(x, name):
+    """Refuses an array that libgdn would write but that cannot take it: a read-only NumPy array
+    (a read-only memmap would crash the process) or a view that repeats elements (stride 0, as
+    np.broadcast_to and torch's expand make), whose rows would overwrite each other. Runs before
+    anything is written."""
+    if not (is_torch(x) or isinstance(x, np.ndarray)) or numel(x) == 0:
+        return  # None, or nothing to write; describe() names a wrong type
+    if isinstance(x, np.ndarray) and not x.flags.writeable:
+        raise GdnValueError(5, f"{name} is read-only (writeable=False), expected an array that "
+                               "can be written in place")
+    strides = x.stride() if is_torch(x) else x.strides
+    for d, (n, s) in enumerate(zip(x.shape, strides)):
+        if n > 1 and s == 0:
+            raise GdnValueError(4, f"{name}.stride[{d}] is 0 with shape[{d}] = {n}: its elements "
+                                   "share memory (a broadcast or expanded view), expected an "
+                                   "array that can be written in place")
 
 
 def empty(like, shape, dtype=None):
@@ -194,10 +239,25 @@ def empty(like, shape, dtype=None):
     return np.empty(shape, dtype=dtype or like.dtype)
 
 
-def zeros(like, shape, dtype):
+def zeros(like, shape, dtype=None):
+    """Zero-filled output in `like`'s framework and device: for outputs whose rows libgdn may
+    skip (padding sequences), which must not come back as stale memory."""
     if is_torch(like):
-        return torch.zeros(shape, dtype=dtype, device=like.device)
-    return np.zeros(shape, dtype=dtype)
+        return torch.zeros(shape, dtype=dtype or like.dtype, device=like.device)
+    return np.zeros(shape, dtype=dtype or like.dtype)
+
+
+def copy_of(x):
+    """A private copy, same framework, device and dtype."""
+    return x.clone() if is_torch(x) else np.array(x)
+
+
+def copy_into(dst, src):
+    """dst[...] = src, across frameworks (a NumPy and a torch CPU array may meet in one call)."""
+    if is_torch(dst):
+        dst.copy_(src if is_torch(src) else torch.from_numpy(np.asarray(src)))
+    else:
+        np.copyto(dst, src.float().cpu().numpy() if is_torch(src) else src, casting="unsafe")
 
 
 def float32_of(like):
@@ -219,12 +279,59 @@ def on_device_of(x, like):
 
 # ---- contexts ------------------------------------------------------------------------------
 
-_local = threading.local()
+class _Counter:
+    def __init__(self):
+        self.value, self.lock = 0, threading.Lock()
+
+    def add(self, change):
+        with self.lock:
+            self.value += change
+
+
+_live = _Counter()  # contexts created and not yet destroyed, all threads
+
+
+class _ThreadContexts(dict):
+    """One thread's contexts by (backend, device). The thread-local that holds it lets go of it
+    when the thread ends, and the contexts (each with its cpu worker threads) go with it: short-
+    lived threads must not leave thread pools behind."""
+
+    def __init__(self):
+        super().__init__()
+        self.pid = os.getpid()
+
+    # bound at definition: at interpreter exit the module's globals may already be gone
+    def __del__(self, destroy=lib.gdn_context_destroy, live=_live, getpid=os.getpid):
+        if getpid() != self.pid:
+            return  # inherited through fork: the parent's to destroy
+        while self:
+            destroy(self.popitem()[1])
+            live.add(-1)
+
+
+_local = threading.local()  # .contexts: a _ThreadContexts, made on a thread's first call
+
+
+def _forget_contexts_after_fork():
+    """A forked child makes contexts of its own on demand and leaves the parent's alone: a CUDA
+    context does not survive fork(), and the parent's cpu contexts stay the parent's (libgdn
+    would run them in the child, but two processes' bookkeeping of one context is a trap)."""
+    _local.contexts = _ThreadContexts()
+    _live.__init__()
+
+
+os.register_at_fork(after_in_child=_forget_contexts_after_fork)
+
+
+def live_contexts():
+    """How many contexts exist now, over all threads (for tests and leak hunts)."""
+    return _live.value
 
 
 def context(backend, device):
-    """The calling thread's context for (backend, device), created on first use. On CUDA it is
-    pointed at torch's current stream before every call."""
+    """The calling thread's context for (backend, device), created on its first call and
+    destroyed when the thread ends. On CUDA it is pointed at torch's current stream before every
+    call."""
     if backend is None:
         backend = "cuda" if isinstance(device, tuple) else "auto"
     if backend not in BACKENDS:
@@ -234,7 +341,7 @@ def context(backend, device):
                          "the cuda backend takes CUDA tensors, host backends take host memory")
     cache = getattr(_local, "contexts", None)
     if cache is None:
-        cache = _local.contexts = {}
+        cache = _local.contexts = _ThreadContexts()
     key = (backend, device)
     ctx = cache.get(key)
     if ctx is None:
@@ -247,6 +354,7 @@ def context(backend, device):
         if status != 0:
             raise GdnError(status, lib.gdn_last_error(None).decode())
         cache[key] = ctx
+        _live.add(+1)
     if isinstance(device, tuple):
         lib.gdn_context_set_stream(ctx, torch.cuda.current_stream(device[1]).cuda_stream)
     return ctx

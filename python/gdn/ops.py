@@ -4,7 +4,11 @@ Every function takes arrays in libgdn's layouts (token-major, last dimension con
 strides), allocates its outputs in the caller's framework and device, and runs on:
   - the cuda backend for CUDA tensors, on torch's current stream;
   - the best host backend otherwise (`backend=` overrides: "ref", "cpu", "auto").
-Errors raise gdn.GdnError (gdn.GdnValueError for bad arguments) with libgdn's message.
+Errors raise gdn.GdnError (gdn.GdnValueError for bad arguments) with libgdn's message; a call
+refused for its arguments writes nothing (every check runs before the first write into a
+caller's array).
+Arrays that are written in place must be writable (not read-only, no stride-0 repeats). Output
+rows of padding sequences (slot -1) are zeros; empty inputs give empty outputs.
 """
 import ctypes
 
@@ -42,6 +46,21 @@ def _gating_params(A, dt_bias, a_form, threshold, allow_neg_eigval):
     return p
 
 
+# ---- shared checks ---------------------------------------------------------------------------
+
+def _check_shape(x, name, expected, what):
+    """FLA-style per-sequence states have exactly one row per sequence: libgdn would take extra
+    rows as unused pool slots and hand them back, so the shape is checked here, by name."""
+    if x is None:
+        return
+    shape = np.shape(x)  # lists are accepted where a copy is made anyway
+    if len(shape) != len(expected):
+        raise GdnValueError(3, f"{name}.ndim is {len(shape)}, expected {len(expected)} ({what})")
+    for d, (n, want) in enumerate(zip(shape, expected)):
+        if n != want:
+            raise GdnValueError(3, f"{name}.shape[{d}] is {n}, expected {want} ({what})")
+
+
 # ---- the gated delta rule -------------------------------------------------------------------
 
 def _delta_rule(q, k, v, g, beta, scale, initial_state, output_final_state,
@@ -54,6 +73,12 @@ def _delta_rule(q, k, v, g, beta, scale, initial_state, output_final_state,
     HV, V = v.shape[2], v.shape[3]
     cu = _lib.on_device_of(cu_seqlens, q)  # lists and host arrays are accepted too
     N = B if cu is None else cu.shape[0] - 1
+    if state_pool is not None and initial_state is not None:
+        raise ValueError("pass initial_state (FLA style) or state_pool (in place), not both")
+    _lib.check_writable(state_pool, "state_pool")
+    state_shape = (N, HV, V, K) if state_v_first else (N, HV, K, V)
+    _check_shape(initial_state, "initial_state", state_shape,
+                 "one state per sequence: N = " + ("B" if cu is None else "len(cu_seqlens) - 1"))
     if beta is None:
         beta = _lib.zeros(q, (B, T, HV), _lib.float32_of(q)) + 1.0
     gate_in_kernel = bool(use_gate_in_kernel)
@@ -64,19 +89,15 @@ def _delta_rule(q, k, v, g, beta, scale, initial_state, output_final_state,
             gate_in_kernel = False
         else:
             beta = _sigmoid(beta, 2.0 if allow_neg_eigval else 1.0)
-    if state_pool is not None and initial_state is not None:
-        raise ValueError("pass initial_state (FLA style) or state_pool (in place), not both")
-    pool = state_pool
+    pool = state_pool  # FLA's initial_state is read, never written: libgdn gets a copy
     if pool is None and (initial_state is not None or output_final_state):
-        shape = (N, HV, V, K) if state_v_first else (N, HV, K, V)
-        if initial_state is not None:
-            pool = (initial_state.float().clone() if _lib.is_torch(initial_state)
-                    else np.array(initial_state, dtype=np.float32))
-        else:
-            pool = _lib.zeros(q, shape, _lib.float32_of(q))
-    o = _lib.empty(v, v.shape)
+        pool = (_lib.zeros(q, state_shape, _lib.float32_of(q)) if initial_state is None
+                else initial_state.float().clone() if _lib.is_torch(initial_state)
+                else np.array(initial_state, dtype=np.float32))
     slots = _lib.on_device_of(state_indices, q)
     flags = _lib.on_device_of(has_initial_state, q)
+    # rows of padding sequences (slot -1) are skipped by libgdn: they must read as zeros
+    o = _lib.empty(v, v.shape) if slots is None else _lib.zeros(v, v.shape)
     a = lib.gdn_delta_rule_default_args()
     keep = (q, k, v, g, beta, o, pool, cu, slots, flags, A_log, dt_bias)  # alive until the call
     a.q, a.k, a.v = describe(q, "q"), describe(k, "k"), describe(v, "v")
@@ -120,9 +141,12 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None,
     """Prefill: FLA's chunk_gated_delta_rule. q, k [B, T, H, K]; v [B, T, HV, V]; g, beta
     [B, T, HV]; initial_state [N, HV, K, V] ([N, HV, V, K] with state_v_first). Returns
     (o [B, T, HV, V], final_state or None); scale None or 0 means 1/sqrt(K).
-    algorithm="auto" lets the backend choose (chunked where it has it). libgdn extras: state_pool (updated in place) with state_indices (slot per
-    sequence, -1 = skip) and has_initial_state; gva="tiled"; chunk_size (16, 32, 64, 128; None:
-    the backend's choice); backend."""
+    initial_state has exactly one row per sequence (N = B, or len(cu_seqlens) - 1) and is never
+    written. algorithm="auto" lets the backend choose (chunked where it has it). libgdn extras:
+    state_pool (updated in place; it may have more slots than sequences) with state_indices
+    (slot per sequence, -1 = skip: that sequence's output rows come back as zeros) and
+    has_initial_state; gva="tiled"; chunk_size (16, 32, 64, 128; None: the backend's choice);
+    backend."""
     _reject_unknown(kwargs)
     return _delta_rule(q, k, v, g, beta, scale, initial_state, output_final_state,
                        use_qk_l2norm_in_kernel, use_gate_in_kernel, A_log, dt_bias,
@@ -224,15 +248,27 @@ def _channels_last(x):
     return _last_dim_contiguous(x.transpose(-1, -2) if _lib.is_torch(x) else np.swapaxes(x, -1, -2))
 
 
+def _check_states_out(out, name, shape):
+    """final_states_out is written after the call: check it as thoroughly as libgdn would."""
+    if out is None:
+        return
+    _lib.check_writable(out, name)
+    _check_shape(out, name, shape, "[N, C, W-1]: one state per sequence")
+    floating = out.dtype.is_floating_point if _lib.is_torch(out) else out.dtype.kind == "f"
+    if not floating:
+        raise GdnValueError(2, f"{name}: dtype {out.dtype}, expected a floating-point dtype")
+
+
 def causal_conv1d_fn(x, weight, bias=None, seq_idx=None, initial_states=None,
                      return_final_states=False, final_states_out=None, activation=None, *,
                      conv_states=None, cache_indices=None, has_initial_state=None,
                      query_start_loc=None, backend=None):
     """causal-conv1d's causal_conv1d_fn. x [B, C, T] (or [C, T_total] with query_start_loc for
-    varlen, as vLLM), weight [C, W]; initial_states / final states [B, C, W-1]. Returns out shaped
-    like x (and the final states when return_final_states). libgdn extras: conv_states
-    [S, C, W-1] updated in place, with cache_indices (slot per sequence, -1 = skip) and
-    has_initial_state."""
+    varlen, as vLLM), weight [C, W]; initial_states / final states [N, C, W-1] (N = B, or
+    len(query_start_loc) - 1). Returns out shaped like x (and the final states when
+    return_final_states; final_states_out, if given, is filled only when the call succeeds).
+    libgdn extras: conv_states [S, C, W-1] updated in place, with cache_indices (slot per
+    sequence, -1 = skip: that sequence's output comes back as zeros) and has_initial_state."""
     if seq_idx is not None:
         raise ValueError("seq_idx is not supported: use query_start_loc (varlen offsets)")
     if initial_states is not None and conv_states is not None:
@@ -244,22 +280,25 @@ def causal_conv1d_fn(x, weight, bias=None, seq_idx=None, initial_states=None,
     weight = _weight_2d(weight)
     B, T, C = xt.shape
     W = weight.shape[-1]
-    N = B if not varlen else query_start_loc.shape[0] - 1
+    cu = _lib.on_device_of(query_start_loc, x)
+    N = B if cu is None else cu.shape[0] - 1
+    # nothing is written before libgdn has validated the call: the final states are computed in
+    # a private pool and copied to final_states_out only after success
+    state_shape = (N, C, max(W - 1, 0))  # libgdn names a bad width
+    _lib.check_writable(conv_states, "conv_states")
+    _check_shape(initial_states, "initial_states", state_shape,
+                 "[N, C, W-1]: one state per sequence")
+    _check_states_out(final_states_out, "final_states_out", state_shape)
+    ctx = _lib.context(backend, _lib.common_device(x, weight, bias, conv_states, initial_states,
+                                                   final_states_out))
     pool = conv_states
     if pool is None and (initial_states is not None or return_final_states):
-        if initial_states is not None:
-            pool = final_states_out if final_states_out is not None else _lib.empty(
-                initial_states, initial_states.shape)
-            pool[...] = initial_states
-        else:
-            pool = (final_states_out if final_states_out is not None
-                    else _lib.zeros(x, (N, C, W - 1), x.dtype))
-            pool[...] = 0
-    out = _lib.empty(x, (B, T, C))
-    ctx = _lib.context(backend, _lib.common_device(x, weight, bias, pool))
-    cu = _lib.on_device_of(query_start_loc, x)
+        pool = (_lib.zeros(x, state_shape) if initial_states is None
+                else _lib.copy_of(initial_states))
     slots = _lib.on_device_of(cache_indices, x)
     flags = _lib.on_device_of(has_initial_state, x)
+    # rows of padding sequences (slot -1) are skipped by libgdn: they must read as zeros
+    out = _lib.empty(x, (B, T, C)) if slots is None else _lib.zeros(x, (B, T, C))
     a = lib.gdn_conv1d_default_args()
     keep = (xt, weight, bias, out, pool, cu, slots, flags)
     a.x, a.weight, a.bias, a.out = (describe(xt, "x"), describe(weight, "weight"),
@@ -270,6 +309,9 @@ def causal_conv1d_fn(x, weight, bias=None, seq_idx=None, initial_states=None,
     a.activation = _activation(activation)
     check(lib.gdn_conv1d(ctx, ctypes.byref(a)), ctx)
     del keep
+    if final_states_out is not None and pool is not conv_states:
+        _lib.copy_into(final_states_out, pool)
+        pool = final_states_out
     y = out.transpose(-1, -2) if _lib.is_torch(out) else np.swapaxes(out, -1, -2)
     y = y[0] if varlen else y
     return (y, pool) if return_final_states else y
@@ -278,8 +320,8 @@ def causal_conv1d_fn(x, weight, bias=None, seq_idx=None, initial_states=None,
 def causal_conv1d_update(x, conv_state, weight, bias=None, activation=None, cache_seqlens=None,
                          conv_state_indices=None, *, backend=None):
     """causal-conv1d's causal_conv1d_update for one token: x [B, C] (or [B, C, 1]);
-    conv_state [S, C, W-1] updated in place (row conv_state_indices[b], or b; -1 = skip).
-    Returns out shaped like x."""
+    conv_state [S, C, W-1] updated in place (row conv_state_indices[b], or b; -1 = skip, and
+    that row of the output comes back as zeros). Returns out shaped like x."""
     if cache_seqlens is not None:
         raise ValueError("cache_seqlens (circular conv state) is not supported")
     squeeze = x.ndim == 3
@@ -290,9 +332,11 @@ def causal_conv1d_update(x, conv_state, weight, bias=None, activation=None, cach
     if conv_state.shape[-1] != weight.shape[-1] - 1:
         raise ValueError(f"conv_state has {conv_state.shape[-1]} columns, expected width - 1 = "
                          f"{weight.shape[-1] - 1}")
+    _lib.check_writable(conv_state, "conv_state")
     ctx = _lib.context(backend, _lib.common_device(x, conv_state, weight, bias))
-    out = _lib.empty(x2, x2.shape)
     slots = _lib.on_device_of(conv_state_indices, x)
+    # rows of padding sequences (slot -1) are skipped by libgdn: they must read as zeros
+    out = _lib.empty(x2, x2.shape) if slots is None else _lib.zeros(x2, x2.shape)
     a = lib.gdn_conv1d_update_default_args()
     keep = (x2, weight, bias, out, conv_state, slots)
     a.x, a.weight, a.bias, a.out = (describe(x2, "x"), describe(weight, "weight"),
@@ -303,4 +347,3 @@ def causal_conv1d_update(x, conv_state, weight, bias=None, activation=None, cach
     check(lib.gdn_conv1d_update(ctx, ctypes.byref(a)), ctx)
     del keep
     return out[..., None] if squeeze else out
-
