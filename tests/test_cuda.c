@@ -36,15 +36,15 @@ TEST_DEFINE_COUNTERS
 
 static gdn_context *cuda, *ref;
 
-/* Bars against the float64 reference (SPEC section 8). f32 inputs: 1e-5. bf16/f16 inputs on
- * tensor cores: f32 outputs and states to TC16_TOL, 2.5 to 5 times the 1e-5 to 2e-5 they
- * measure at worst (H100, 2000 to 6000 random problems like these a run, long memory among
- * them), as every operand but the exact q and k enters the products as hi + lo parts; with Aqk
- * and V' of the output's Aqk V' rounded once (earlier kernels) the outputs measured 2e-3 on
- * average. One kind of input misses it and is tested apart: one-token outputs whose q.k cancels
- * (test_cancelling_dots; about one random problem in 2000; a random call made only of them is
- * judged against sum |q_i k_i|, delta_case_one_token_measure). Small values, which f16 inputs once
- * missed it with, are tested apart too (test_small_values). A 16-bit output to 5e-3, which
+/* Bars against the float64 reference (docs/MATH.md, section 8). f32 inputs: 1e-5. bf16/f16
+ * inputs on tensor cores: f32 outputs and states to TC16_TOL, 2.5 to 5 times the 1e-5 to 2e-5
+ * they measure at worst (H100, 2000 to 6000 random problems like these a run, long memory among
+ * them), as every operand but the exact q and k enters the products as hi + lo parts (with any
+ * one of them rounded once, outputs measure about 2e-3: docs/DESIGN.md). One kind of input
+ * misses it and is tested apart: one-token outputs whose q.k cancels (test_cancelling_dots;
+ * about one random problem in 2000; a random call made only of them is judged against
+ * sum |q_i k_i|, delta_case_one_token_measure). Small values, where f16's subnormals would cost
+ * lo parts their bits, are tested apart too (test_small_values). A 16-bit output to 5e-3, which
  * covers its own rounding. */
 #define TC16_TOL 5e-5
 
@@ -382,15 +382,12 @@ static void test_chunked_odd_v(rng *r)
     }
 }
 
-/* Dot products that cancel (delta_cancelling_dots). A 96-long dot product of random unit vectors,
- * in units of 2^-24 sum |a_i b_i| (H100, 2^21 of them): an f32 FMA chain 1.6 at the 99th
- * percentile and 5.7 at most; split-tf32 products chained in the tensor cores' accumulator
- * (which truncates) 5.0 and 14.5; the same with each k-step's products added in f32 0.8 and
- * 2.6. The worst of 2048 one-token outputs (100 runs each, H100): chunked with the chained
- * products 2.67 to 6.05, with k-steps added in f32 0.40 to 1.11; the recurrent kernel 0.25 to
- * 0.72. 16-bit inputs (their products exact in f32; past 2^-14 of the output, the hi + lo
- * operands' share), worst of 2048, 30 runs each (H100): chunked bf16 0.33, f16 0.97; recurrent
- * bf16 0.12, f16 0.28. Every input type and both algorithms are held to 2. */
+/* Dot products that cancel (delta_cancelling_dots): one-token outputs whose q.k is far below
+ * sum |q_i k_i|, in units of 2^-24 sum |q_i k_i| beta |v| past the output's own share (16 u, or
+ * 2^-14 of it for 16-bit inputs, the hi + lo operands' share). The worst of 2048 such outputs
+ * measured at most 1.11 (chunked f32), 0.33 / 0.97 (chunked bf16 / f16) and 0.72 (recurrent)
+ * over 30 to 100 runs each (H100); every input type and both algorithms are held to 2.
+ * docs/DESIGN.md has the products' error distributions behind this. */
 static void test_cancelling_dots(rng *r)
 {
     static const gdn_dtype dts[] = {GDN_F32, GDN_BF16, GDN_F16};
@@ -409,10 +406,11 @@ static void test_cancelling_dots(rng *r)
 }
 
 /* Small attention scores (delta_small_scores): one-token outputs scale (q.k) beta v whose score
- * is 9e-5 to 1.4e-3 and no cancellation. The 16-bit path's output took its Aqk as f16 hi + lo
- * parts for f16 inputs, whose lo part fell among f16's subnormals (2^-25 apart) below 2^-3:
- * 2.8e-4 off (H100, twenty-ninth session). Held to the f32 outputs' bars: TC16_TOL for
- * 16-bit inputs, 1e-5 for f32. */
+ * is 9e-5 to 1.4e-3 and no cancellation. They guard the output product's operands against f16's
+ * subnormals: as f16 hi + lo parts, an Aqk below 2^-3 has its lo part among them (2^-25 apart),
+ * which leaves such outputs 2.8e-4 off (H100), so that product runs on bf16 parts for f16
+ * inputs too (docs/DESIGN.md). Held to the f32 outputs' bars: TC16_TOL for 16-bit inputs, 1e-5
+ * for f32. */
 static void test_small_scores(rng *r)
 {
     static const gdn_dtype dts[] = {GDN_F32, GDN_BF16, GDN_F16};
@@ -430,12 +428,12 @@ static void test_small_scores(rng *r)
 }
 
 /* Small values (delta_config.value_scale): v and the initial states 1e-3 or 1e-4 of their usual
- * size, and every output and state with them. The 16-bit path's f16 lo parts (the state's in
- * W S and Q S, W's, T's, the update's V') once lost their bits to f16's subnormals below 2^-3:
- * scaled by 1e-3, 744 of 1500 random problems missed 5e-5, the worst 2.7e-4 (outputs) and 4.1e-4
- * (states) off (H100, twenty-ninth session). They are now scaled by 2^11 (split_pair). Every
- * K tile (one with K and V not a multiple of the tile) with both 16-bit types, held to out_bar
- * and state_bar, unsplit and in 2-chunk segments (the maps pass and the stitch too). */
+ * size, and every output and state with them. They guard the f16 lo parts that meet f16 inputs
+ * (the state's in W S and Q S, W's, T's, the update's V'), which keep their bits only because
+ * they are stored times 2^11 (split_pair): unscaled, 744 of 1500 such problems missed 5e-5, the
+ * worst 2.7e-4 (outputs) and 4.1e-4 (states) off (H100). Every K tile (one with K and V not a
+ * multiple of the tile) with both 16-bit types, held to out_bar and state_bar, unsplit and in
+ * 2-chunk segments (the maps pass and the stitch too). */
 static void test_small_values(rng *r)
 {
     /* (48, 36): both rounded up to the next tile, K = 64 and V = 64 */
@@ -470,12 +468,11 @@ static void test_small_values(rng *r)
 
 /* Long memory (delta_config.predictable): values the state learns to predict, so v - S^T k
  * nearly cancels in every token; an operand rounded to 16 bits before that cancellation, or on
- * its way into the state, shows up amplified. With W's and U's right operands and the update's
- * operands rounded once, bf16 states measured 1.4e-3 to 2.9e-3 off on these cases; with them as
- * hi + lo parts but the inverse T rounded once, 1e-4 to 1.4e-3 (a 1e-3 bar failed about one fresh
- * seed in twenty, e.g. GDN_SEED=2038890382352874758); with T split too, 1.7e-6 to 7.8e-6 (H200).
- * 16-bit inputs' states and f32 outputs are held to TC16_TOL here, so a return of any single
- * rounding fails; f32 to 1e-5. Unsplit and in 3-chunk segments. */
+ * its way into the state, shows up amplified. Every such operand as hi + lo parts, bf16 states
+ * measure 1.7e-6 to 7.8e-6 off on these cases; a single one rounded once (the inverse T, say)
+ * leaves them 1e-4 to 1.4e-3 off (H200; docs/DESIGN.md). 16-bit inputs' states and f32 outputs
+ * are held to TC16_TOL here, so a single rounding fails; f32 to 1e-5. Unsplit and in 3-chunk
+ * segments. */
 static void test_long_memory(rng *r)
 {
     for (int i = 0; i < 6; i++) {

@@ -133,9 +133,9 @@ typedef struct cpu_chunk_kernels {
                              * results (a normalised row rounded again would cost q.k and k.k
                              * up to 2^-9 |q||k|) */
     bool pumped;            /* steps keys->pump and rec->pump between product tiles; else the
-                             * driver moves its traffic in bursts (AMX tiles measured 12%
-                             * slower with the pump's lines among them while bf16 rows were
-                             * plain stores, and no faster once they streamed) */
+                             * driver moves its traffic in bursts (the AMX kernels measured no
+                             * faster with the pump's lines among their tiles, after each tile
+                             * block or each depth step: docs/DESIGN.md) */
     /* cpu_load_f32 and cpu_store_f32 compiled for the level (the driver's own build is the
      * baseline ISA, and bf16 rows convert 4 lanes at a time there); store_row writes f32 rows
      * (and bf16 ones at avx512) with streaming stores, which the driver orders with an sfence

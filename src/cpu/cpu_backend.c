@@ -96,7 +96,7 @@ static const cpu_chunk_kernels *chunk_kernels(gdn_cpu_isa isa)
 /* bf16 products for bf16 inputs: AMX tiles at the amx level. AVX512-BF16 dot products at the
  * avx512 level only when GDN_CPU_BF16_DOT=1 asks for them: with the hi + lo operands their
  * precision needs, they do about twice the f32 kernels' multiply-adds at twice the rate per
- * instruction, and measured slower than the f32 kernels (docs/PERFORMANCE.md). */
+ * instruction, and measured slower than the f32 kernels (docs/DESIGN.md). */
 static const cpu_chunk_kernels *chunk_bf16_kernels(gdn_cpu_isa isa)
 {
     if (isa == GDN_ISA_AMX)

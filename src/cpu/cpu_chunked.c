@@ -362,7 +362,8 @@ static void store_out(const chunk_job *j, const seq_head *s, int64_t c, int64_t 
 /* Value heads per group: at most MAX_PER of one key head (more run as several groups); several
  * key heads share a group while their states fit GROUP_STATE_BYTES (at K = V = 128: 8 heads with
  * the f32 kernels, 3 with the bf16 kernels, whose states carry their hi/lo words and scales; 576
- * KiB is the 512 KiB measured best in the fifth session plus the rows' pads, see ldv). */
+ * KiB is 512 KiB plus the rows' pads, see ldv: groups of 1 or 2 MiB measured 1.02-1.09 times
+ * the time on an AMX host, docs/DESIGN.md). */
 enum { MAX_PER = 16, GROUP_STATE_BYTES = 576 << 10 };
 
 /* The fused schedule's memory traffic, spread over the kernels' products (cpu_pump): while a

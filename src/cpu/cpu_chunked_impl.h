@@ -501,7 +501,7 @@ static void state(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_chunk
 }
 
 /* chunk 32: no tile shape to fill, and 32 costs fewer multiply-adds per token than 64 (the C^2
- * terms halve while the state's 3 K V stay; docs/PERFORMANCE.md has the measurement) */
+ * terms halve while the state's 3 K V stay; docs/DESIGN.md has the measurement) */
 const cpu_chunk_kernels CPU_CHUNK_KERNELS = {
     NR,   32,   false, true, load_row, store_row, NULL, prep_keys, prep, state,
     NULL, NULL, NULL};
