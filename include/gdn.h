@@ -74,6 +74,12 @@ extern "C" {
 GDN_API unsigned gdn_version_number(void);
 GDN_API const char *gdn_version_string(void);
 
+/* sizeof of a public struct of this header, named as in C ("gdn_tensor", "gdn_context_options",
+ * "gdn_conv1d_args", "gdn_conv1d_update_args", "gdn_gating_params", "gdn_rmsnorm_args",
+ * "gdn_delta_rule_args"); 0 for any other name. Bindings that mirror the structs (ctypes, FFI)
+ * check their mirrors against it, so a header change can never silently misread memory. */
+GDN_API size_t gdn_struct_size(const char *name);
+
 /* ---------------------------------------------------------------------------------------------
  * Status codes
  * ------------------------------------------------------------------------------------------- */

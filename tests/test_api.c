@@ -33,6 +33,18 @@ static void test_version_and_status(void)
     CHECK(GDN_VERSION_NUMBER ==
               GDN_VERSION_MAJOR * 10000 + GDN_VERSION_MINOR * 100 + GDN_VERSION_PATCH,
           "GDN_VERSION_NUMBER inconsistent with its parts");
+    /* the struct sizes a binding checks its mirrors against: this compiler's sizeof */
+    CHECK(gdn_struct_size("gdn_tensor") == sizeof(gdn_tensor) &&
+              gdn_struct_size("gdn_context_options") == sizeof(gdn_context_options) &&
+              gdn_struct_size("gdn_conv1d_args") == sizeof(gdn_conv1d_args) &&
+              gdn_struct_size("gdn_conv1d_update_args") == sizeof(gdn_conv1d_update_args) &&
+              gdn_struct_size("gdn_gating_params") == sizeof(gdn_gating_params) &&
+              gdn_struct_size("gdn_rmsnorm_args") == sizeof(gdn_rmsnorm_args) &&
+              gdn_struct_size("gdn_delta_rule_args") == sizeof(gdn_delta_rule_args),
+          "gdn_struct_size disagrees with sizeof");
+    CHECK(gdn_struct_size("gdn_context") == 0 && gdn_struct_size(NULL) == 0 &&
+              gdn_struct_size("") == 0,
+          "gdn_struct_size of an unknown or opaque name is not 0");
     const char *vs = gdn_version_string();
     CHECK(vs && strcmp(vs, GDN_VERSION_STRING) == 0, "gdn_version_string \"%s\" != \"%s\"",
           vs ? vs : "(null)", GDN_VERSION_STRING);
