@@ -3,7 +3,9 @@
 Drop-in functions with FLA's and causal-conv1d's names and arguments:
     chunk_gated_delta_rule, fused_recurrent_gated_delta_rule, fused_gdn_gating,
     causal_conv1d_fn, causal_conv1d_update, rms_norm_gated (and l2norm).
-libgdn is loaded from $GDN_LIBRARY, else from beside this package, else from the library path.
+libgdn is loaded from $GDN_LIBRARY, else from beside this package, else from the library path;
+import raises ImportError if its structs differ in size from the binding's ctypes mirrors, or
+if it is too old to report them (gdn_struct_size).
 """
 from ._lib import GdnError, GdnValueError
 from ._lib import lib as _libgdn

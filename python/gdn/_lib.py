@@ -1,5 +1,10 @@
 """ctypes view of libgdn's C API (include/gdn.h), array adapters and contexts.
 
+This module is the one place that mirrors include/gdn.h: its enum values (status codes, dtypes,
+backends, activations, a_form, state layouts, GVA, algorithms) as named constants, and its
+structs as ctypes.Structure classes, whose sizes are checked against the loaded library's
+gdn_struct_size() at import (ImportError on a mismatch, or for a library too old to say).
+
 Nothing here copies data: NumPy arrays and torch tensors are described to libgdn by pointer,
 dtype, shape and element strides. PyTorch is optional and only used when it is importable.
 """
@@ -16,10 +21,55 @@ try:  # PyTorch support activates when torch is importable
 except ImportError:  # pragma: no cover - exercised on machines without torch
     torch = None
 
-F32, BF16, F16, I32, I64, U8 = range(6)
-BACKENDS = {"auto": 0, "ref": 1, "cpu": 2, "cuda": 3}
-ALGORITHMS = {"auto": 0, "recurrent": 1, "chunked": 2}
-MAX_DIMS = 4
+# ---- constants: the enums and sentinels of include/gdn.h, mirrored here and only here ---------
+
+# gdn_status
+OK = 0
+ERR_NULL = 1         # a required pointer, or a required tensor's data, is NULL
+ERR_DTYPE = 2        # a tensor's dtype is not one the argument accepts
+ERR_SHAPE = 3        # a rank or extent disagrees with the others
+ERR_STRIDE = 4       # a stride is not allowed
+ERR_VALUE = 5        # an option or index value is out of range
+ERR_UNSUPPORTED = 6  # valid request the selected backend does not implement
+ERR_BACKEND = 7      # backend not compiled in, or no device for it
+ERR_NO_MEMORY = 8
+ERR_WORKSPACE = 9
+ERR_CUDA = 10
+ERR_INTERNAL = 11
+ERR_BUSY = 12        # the context is in use by another thread's call
+
+# gdn_dtype
+F32, BF16, F16, I32, I64, U8 = 0, 1, 2, 3, 4, 5
+
+# gdn_backend
+BACKEND_AUTO, BACKEND_REF, BACKEND_CPU, BACKEND_CUDA = 0, 1, 2, 3
+# gdn_cpu_isa
+ISA_AUTO, ISA_SCALAR, ISA_AVX2, ISA_AVX512, ISA_AMX = 0, 1, 2, 3, 4
+# gdn_bf16_products
+BF16_PRODUCTS_F32, BF16_PRODUCTS_AVX512BF16, BF16_PRODUCTS_AMX = 0, 1, 2
+# gdn_activation
+ACT_SILU, ACT_NONE = 0, 1
+# gdn_a_form
+A_LOG, A_NEG_EXP = 0, 1
+# gdn_state_layout
+STATE_KV, STATE_VK = 0, 1
+# gdn_gva
+GVA_BLOCK, GVA_TILED = 0, 1
+# gdn_algorithm
+ALGO_AUTO, ALGO_RECURRENT, ALGO_CHUNKED = 0, 1, 2
+
+MAX_DIMS = 4                # GDN_MAX_DIMS
+SOFTPLUS_THRESHOLD = 20.0   # GDN_SOFTPLUS_THRESHOLD
+SCALE_AUTO = 0.0            # gdn_delta_rule_args.scale: 0 = 1/sqrt(K)
+CHUNK_SIZE_AUTO = 0         # gdn_delta_rule_args.chunk_size: 0 = backend's choice
+
+# The binding's option strings, by the enum value each one names
+BACKENDS = {"auto": BACKEND_AUTO, "ref": BACKEND_REF, "cpu": BACKEND_CPU, "cuda": BACKEND_CUDA}
+ALGORITHMS = {"auto": ALGO_AUTO, "recurrent": ALGO_RECURRENT, "chunked": ALGO_CHUNKED}
+GVAS = {"block": GVA_BLOCK, "tiled": GVA_TILED}
+A_FORMS = {"A_log": A_LOG, "neg_exp": A_NEG_EXP}
+# argument errors (GdnValueError); every other failing status is a GdnError
+_INPUT_ERRORS = frozenset({ERR_NULL, ERR_DTYPE, ERR_SHAPE, ERR_STRIDE, ERR_VALUE})
 
 _NP_DTYPES = {np.dtype(np.float32): F32, np.dtype(np.float16): F16, np.dtype(np.int32): I32,
               np.dtype(np.int64): I64, np.dtype(np.uint8): U8, np.dtype(np.bool_): U8}
@@ -41,34 +91,43 @@ class GdnValueError(GdnError, ValueError):
     """Bad arguments (null, dtype, shape, stride or value errors)."""
 
 
+# ---- struct mirrors: field for field as in include/gdn.h; enums are C ints ------------------
+# check_struct_sizes() compares each with the library's own sizeof at import.
+
 class Tensor(ctypes.Structure):
+    """gdn_tensor."""
     _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("ndim", ctypes.c_int32),
                 ("shape", ctypes.c_int64 * MAX_DIMS), ("stride", ctypes.c_int64 * MAX_DIMS)]
 
 
 class GatingParams(ctypes.Structure):
+    """gdn_gating_params."""
     _fields_ = [("A", Tensor), ("dt_bias", Tensor), ("a_form", ctypes.c_int),
                 ("softplus_threshold", ctypes.c_float), ("allow_neg_eigval", ctypes.c_int32)]
 
 
 class Conv1dArgs(ctypes.Structure):
+    """gdn_conv1d_args."""
     _fields_ = [(n, Tensor) for n in ("x", "weight", "bias", "out", "conv_state", "state_slots",
                                       "has_initial_state", "cu_seqlens")] + [
         ("activation", ctypes.c_int)]
 
 
 class Conv1dUpdateArgs(ctypes.Structure):
+    """gdn_conv1d_update_args."""
     _fields_ = [(n, Tensor) for n in ("x", "weight", "bias", "out", "conv_state",
                                       "state_slots")] + [("activation", ctypes.c_int)]
 
 
 class RmsnormArgs(ctypes.Structure):
+    """gdn_rmsnorm_args."""
     _fields_ = [(n, Tensor) for n in ("x", "z", "weight", "out")] + [
         ("eps", ctypes.c_float), ("weight_offset", ctypes.c_int32),
         ("norm_before_gate", ctypes.c_int32)]
 
 
 class DeltaRuleArgs(ctypes.Structure):
+    """gdn_delta_rule_args."""
     _fields_ = [(n, Tensor) for n in ("q", "k", "v", "g", "beta", "out", "state", "state_slots",
                                       "has_initial_state", "cu_seqlens")] + [
         ("scale", ctypes.c_float), ("state_layout", ctypes.c_int), ("gva", ctypes.c_int),
@@ -78,9 +137,44 @@ class DeltaRuleArgs(ctypes.Structure):
 
 
 class ContextOptions(ctypes.Structure):
+    """gdn_context_options."""
     _fields_ = [("backend", ctypes.c_int), ("num_threads", ctypes.c_int32),
                 ("cuda_device", ctypes.c_int32), ("cuda_stream", ctypes.c_void_p),
                 ("cpu_isa", ctypes.c_int)]
+
+
+# C struct name -> its ctypes mirror: every struct of gdn.h that crosses the boundary by value
+STRUCT_MIRRORS = {"gdn_tensor": Tensor, "gdn_context_options": ContextOptions,
+                  "gdn_conv1d_args": Conv1dArgs, "gdn_conv1d_update_args": Conv1dUpdateArgs,
+                  "gdn_gating_params": GatingParams, "gdn_rmsnorm_args": RmsnormArgs,
+                  "gdn_delta_rule_args": DeltaRuleArgs}
+
+
+def _library_name(lib):
+    return getattr(lib, "_name", None) or repr(lib)
+
+
+def check_struct_sizes(lib, mirrors=None):
+    """Raises ImportError unless every ctypes mirror (mirrors: {C name: ctypes.Structure},
+    default STRUCT_MIRRORS) has the size gdn_struct_size() of `lib` reports for its C struct: a
+    mirror out of step with the header would misread memory silently. A library without
+    gdn_struct_size is too old for this binding (ImportError too)."""
+    try:
+        struct_size = lib.gdn_struct_size
+    except AttributeError:
+        raise ImportError(f"gdn: libgdn at {_library_name(lib)} is too old for this binding: it "
+                          "does not export gdn_struct_size(), which the binding needs to check "
+                          "its struct mirrors; rebuild libgdn or point GDN_LIBRARY at a newer "
+                          "one") from None
+    struct_size.restype, struct_size.argtypes = ctypes.c_size_t, [ctypes.c_char_p]
+    for name, mirror in (STRUCT_MIRRORS if mirrors is None else mirrors).items():
+        theirs, ours = struct_size(name.encode()), ctypes.sizeof(mirror)
+        if theirs != ours:
+            known = "" if theirs else f" (0: libgdn does not know a struct named {name})"
+            raise ImportError(f"gdn: struct {name} is {theirs} bytes in libgdn at "
+                              f"{_library_name(lib)}{known} but its ctypes mirror "
+                              f"{mirror.__name__} is {ours} bytes: the binding and the library "
+                              "come from different versions of include/gdn.h")
 
 
 def _candidates():
@@ -114,6 +208,9 @@ def _load():
         ("gdn_context_destroy", None, [ctypes.c_void_p]),
         ("gdn_context_set_stream", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p]),
         ("gdn_backend_available", ctypes.c_int, [ctypes.c_int]),
+        ("gdn_backend_name", ctypes.c_char_p, [ctypes.c_int]),
+        ("gdn_dtype_name", ctypes.c_char_p, [ctypes.c_int]),
+        ("gdn_dtype_size", ctypes.c_size_t, [ctypes.c_int]),
         ("gdn_conv1d_default_args", Conv1dArgs, []),
         ("gdn_conv1d", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(Conv1dArgs)]),
         ("gdn_conv1d_update_default_args", Conv1dUpdateArgs, []),
@@ -129,17 +226,23 @@ def _load():
         ("gdn_delta_rule", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(DeltaRuleArgs)]),
     ]
     for name, restype, argtypes in sig:
-        fn = getattr(lib, name)
+        try:
+            fn = getattr(lib, name)
+        except AttributeError:
+            raise ImportError(f"gdn: {path} does not export {name}(): not libgdn, or a libgdn "
+                              "too old for this binding") from None
         fn.restype, fn.argtypes = restype, argtypes
     return lib
 
 
 lib = _load()
-_INPUT_ERRORS = {1, 2, 3, 4, 5}  # NULL, DTYPE, SHAPE, STRIDE, VALUE
+check_struct_sizes(lib)
 
 
 def check(status, ctx):
-    if status != 0:
+    """Raises GdnValueError (argument errors) or GdnError for a failing status of a call on ctx,
+    with libgdn's message."""
+    if status != OK:
         msg = lib.gdn_last_error(ctx).decode() or lib.gdn_strerror(status).decode()
         raise (GdnValueError if status in _INPUT_ERRORS else GdnError)(status, msg)
 
@@ -189,19 +292,21 @@ def describe(x, name):
     if x is None:
         return t
     if x.ndim > MAX_DIMS or x.ndim < 1:
-        raise GdnValueError(3, f"{name}: rank {x.ndim}, expected 1 to {MAX_DIMS}")
+        raise GdnValueError(ERR_SHAPE, f"{name}: rank {x.ndim}, expected 1 to {MAX_DIMS}")
     if is_torch(x):
         if x.dtype not in _TORCH_DTYPES:
-            raise GdnValueError(2, f"{name}: dtype {x.dtype} is not one libgdn takes "
-                                   "(float32, bfloat16, float16; int32/int64/uint8 for indices)")
+            raise GdnValueError(ERR_DTYPE, f"{name}: dtype {x.dtype} is not one libgdn takes "
+                                           "(float32, bfloat16, float16; int32/int64/uint8 for "
+                                           "indices)")
         t.data, t.dtype = x.data_ptr(), _TORCH_DTYPES[x.dtype]
         strides = x.stride()
     elif isinstance(x, np.ndarray):
         if x.dtype not in _NP_DTYPES:
-            raise GdnValueError(2, f"{name}: dtype {x.dtype} is not one libgdn takes "
-                                   "(float32, float16; int32/int64/uint8 for indices)")
+            raise GdnValueError(ERR_DTYPE, f"{name}: dtype {x.dtype} is not one libgdn takes "
+                                           "(float32, float16; int32/int64/uint8 for indices)")
         if any(s % x.itemsize for s in x.strides):
-            raise GdnValueError(4, f"{name}: byte strides {x.strides} are not whole elements")
+            raise GdnValueError(ERR_STRIDE,
+                                f"{name}: byte strides {x.strides} are not whole elements")
         t.data, t.dtype = x.ctypes.data, _NP_DTYPES[x.dtype]
         strides = [s // x.itemsize for s in x.strides]
     else:
@@ -222,14 +327,15 @@ def check_writable(x, name):
     if not (is_torch(x) or isinstance(x, np.ndarray)) or numel(x) == 0:
         return  # None, or nothing to write; describe() names a wrong type
     if isinstance(x, np.ndarray) and not x.flags.writeable:
-        raise GdnValueError(5, f"{name} is read-only (writeable=False), expected an array that "
-                               "can be written in place")
+        raise GdnValueError(ERR_VALUE, f"{name} is read-only (writeable=False), expected an "
+                                       "array that can be written in place")
     strides = x.stride() if is_torch(x) else x.strides
     for d, (n, s) in enumerate(zip(x.shape, strides)):
         if n > 1 and s == 0:
-            raise GdnValueError(4, f"{name}.stride[{d}] is 0 with shape[{d}] = {n}: its elements "
-                                   "share memory (a broadcast or expanded view), expected an "
-                                   "array that can be written in place")
+            raise GdnValueError(ERR_STRIDE, f"{name}.stride[{d}] is 0 with shape[{d}] = {n}: its "
+                                            "elements share memory (a broadcast or expanded "
+                                            "view), expected an array that can be written in "
+                                            "place")
 
 
 def empty(like, shape, dtype=None):
@@ -351,7 +457,7 @@ def context(backend, device):
             opts.cuda_device = device[1]
         ctx = ctypes.c_void_p()
         status = lib.gdn_context_create(ctypes.byref(ctx), ctypes.byref(opts))
-        if status != 0:
+        if status != OK:
             raise GdnError(status, lib.gdn_last_error(None).decode())
         cache[key] = ctx
         _live.add(+1)

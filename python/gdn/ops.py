@@ -15,12 +15,13 @@ import ctypes
 import numpy as np
 
 from . import _lib
-from ._lib import ALGORITHMS, GdnValueError, check, describe, lib
-
-ACT_SILU, ACT_NONE = 0, 1
+from ._lib import (A_FORMS, ACT_NONE, ACT_SILU, ALGORITHMS, CHUNK_SIZE_AUTO, ERR_DTYPE, ERR_SHAPE,
+                   GVAS, SCALE_AUTO, SOFTPLUS_THRESHOLD, STATE_KV, STATE_VK, GdnValueError, check,
+                   describe, lib)
 
 
 def _activation(name):
+    """The gdn_activation for causal-conv1d's activation argument."""
     if name in (None, "none", "identity"):
         return ACT_NONE
     if name in ("silu", "swish"):
@@ -34,13 +35,14 @@ def _sigmoid(x, scale):
     return (scale / (1.0 + np.exp(-x.astype(np.float64)))).astype(np.float32)
 
 
-def _gating_params(A, dt_bias, a_form, threshold, allow_neg_eigval):
-    p = lib.gdn_gating_default_params()
-    p.A = describe(A, "A_log")
-    p.dt_bias = describe(dt_bias, "dt_bias")
-    if a_form not in ("A_log", "neg_exp"):
+def _gating_params(A_log, dt_bias, *, a_form, threshold, allow_neg_eigval):
+    """A gdn_gating_params; A_log and dt_bias are described, not copied (keep them alive)."""
+    if a_form not in A_FORMS:
         raise ValueError(f"a_form is {a_form!r}, expected 'A_log' or 'neg_exp' (GGUF ssm_a)")
-    p.a_form = 0 if a_form == "A_log" else 1
+    p = lib.gdn_gating_default_params()
+    p.A = describe(A_log, "A_log")
+    p.dt_bias = describe(dt_bias, "dt_bias")
+    p.a_form = A_FORMS[a_form]
     p.softplus_threshold = threshold
     p.allow_neg_eigval = int(bool(allow_neg_eigval))
     return p
@@ -55,18 +57,28 @@ def _check_shape(x, name, expected, what):
         return
     shape = np.shape(x)  # lists are accepted where a copy is made anyway
     if len(shape) != len(expected):
-        raise GdnValueError(3, f"{name}.ndim is {len(shape)}, expected {len(expected)} ({what})")
+        raise GdnValueError(ERR_SHAPE,
+                            f"{name}.ndim is {len(shape)}, expected {len(expected)} ({what})")
     for d, (n, want) in enumerate(zip(shape, expected)):
         if n != want:
-            raise GdnValueError(3, f"{name}.shape[{d}] is {n}, expected {want} ({what})")
+            raise GdnValueError(ERR_SHAPE, f"{name}.shape[{d}] is {n}, expected {want} ({what})")
 
 
 # ---- the gated delta rule -------------------------------------------------------------------
 
-def _delta_rule(q, k, v, g, beta, scale, initial_state, output_final_state,
-                use_qk_l2norm_in_kernel, use_gate_in_kernel, A_log, dt_bias,
-                use_beta_sigmoid_in_kernel, allow_neg_eigval, state_v_first, cu_seqlens,
-                state_pool, state_indices, has_initial_state, gva, chunk_size, algorithm, backend):
+def _delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None, output_final_state=False,
+                use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False, A_log=None,
+                dt_bias=None, use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False,
+                state_v_first=False, cu_seqlens=None, state_pool=None, state_indices=None,
+                has_initial_state=None, gva="block", chunk_size=None, algorithm="auto",
+                backend=None):
+    """The one gdn_delta_rule call behind both public delta-rule functions. Options are keyword
+    arguments named as in the public functions; their defaults are libgdn's. Returns (o, final
+    state or None)."""
+    if gva not in GVAS:
+        raise ValueError(f"gva is {gva!r}, expected 'block' (FLA, HF) or 'tiled' (ggml, GGUF)")
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm is {algorithm!r}, expected one of {sorted(ALGORITHMS)}")
     dev = _lib.common_device(q, k, v, g, beta, initial_state, state_pool, A_log, dt_bias)
     ctx = _lib.context(backend, dev)
     B, T, H, K = q.shape
@@ -81,14 +93,9 @@ def _delta_rule(q, k, v, g, beta, scale, initial_state, output_final_state,
                  "one state per sequence: N = " + ("B" if cu is None else "len(cu_seqlens) - 1"))
     if beta is None:
         beta = _lib.zeros(q, (B, T, HV), _lib.float32_of(q)) + 1.0
-    gate_in_kernel = bool(use_gate_in_kernel)
-    if gate_in_kernel != bool(use_beta_sigmoid_in_kernel):
-        # libgdn gates g and beta together; do the half that is asked for alone here
-        if gate_in_kernel:
-            g = fused_gdn_gating(A_log, g, None, dt_bias, backend=backend)[0]
-            gate_in_kernel = False
-        else:
-            beta = _sigmoid(beta, 2.0 if allow_neg_eigval else 1.0)
+    g, beta, gate_in_kernel = _split_gating(
+        g, beta, gate=use_gate_in_kernel, beta_sigmoid=use_beta_sigmoid_in_kernel, A_log=A_log,
+        dt_bias=dt_bias, allow_neg_eigval=allow_neg_eigval, backend=backend)
     pool = state_pool  # FLA's initial_state is read, never written: libgdn gets a copy
     if pool is None and (initial_state is not None or output_final_state):
         pool = (_lib.zeros(q, state_shape, _lib.float32_of(q)) if initial_state is None
@@ -105,22 +112,33 @@ def _delta_rule(q, k, v, g, beta, scale, initial_state, output_final_state,
     a.state, a.state_slots = describe(pool, "state"), describe(slots, "state_indices")
     a.has_initial_state = describe(flags, "has_initial_state")
     a.cu_seqlens = describe(cu, "cu_seqlens")
-    a.scale = 0.0 if scale is None else float(scale)
-    a.state_layout = 1 if state_v_first else 0
-    if gva not in ("block", "tiled"):
-        raise ValueError(f"gva is {gva!r}, expected 'block' (FLA, HF) or 'tiled' (ggml, GGUF)")
-    a.gva = 0 if gva == "block" else 1
-    if algorithm not in ALGORITHMS:
-        raise ValueError(f"algorithm is {algorithm!r}, expected one of {sorted(ALGORITHMS)}")
+    a.scale = SCALE_AUTO if scale is None else float(scale)
+    a.state_layout = STATE_VK if state_v_first else STATE_KV
+    a.gva = GVAS[gva]
     a.algorithm = ALGORITHMS[algorithm]
-    a.chunk_size = int(chunk_size or 0)
+    a.chunk_size = int(chunk_size or CHUNK_SIZE_AUTO)
     a.qk_l2norm = int(bool(use_qk_l2norm_in_kernel))
     a.gate_in_kernel = int(gate_in_kernel)
     if gate_in_kernel:
-        a.gating = _gating_params(A_log, dt_bias, "A_log", 20.0, allow_neg_eigval)
+        a.gating = _gating_params(A_log, dt_bias, a_form="A_log", threshold=SOFTPLUS_THRESHOLD,
+                                  allow_neg_eigval=allow_neg_eigval)
     check(lib.gdn_delta_rule(ctx, ctypes.byref(a)), ctx)
     del keep
     return o, (pool if output_final_state else None)
+
+
+def _split_gating(g, beta, *, gate, beta_sigmoid, A_log, dt_bias, allow_neg_eigval, backend):
+    """(g, beta, gate_in_kernel) for gdn_delta_rule. libgdn gates g (from the raw a) and beta
+    (from the raw b) together, in the kernel; when FLA's flags ask for only one of the two, that
+    half is done here and the kernel gets gate_in_kernel off."""
+    gate = bool(gate)
+    if gate == bool(beta_sigmoid):
+        return g, beta, gate
+    if gate:
+        g = fused_gdn_gating(A_log, g, None, dt_bias, backend=backend)[0]
+    else:
+        beta = _sigmoid(beta, 2.0 if allow_neg_eigval else 1.0)
+    return g, beta, False
 
 
 def _reject_unknown(kwargs, allowed_none=("cu_seqlens_cpu", "chunk_indices", "cp_context")):
@@ -148,11 +166,14 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None,
     has_initial_state; gva="tiled"; chunk_size (16, 32, 64, 128; None: the backend's choice);
     backend."""
     _reject_unknown(kwargs)
-    return _delta_rule(q, k, v, g, beta, scale, initial_state, output_final_state,
-                       use_qk_l2norm_in_kernel, use_gate_in_kernel, A_log, dt_bias,
-                       use_beta_sigmoid_in_kernel, allow_neg_eigval, state_v_first, cu_seqlens,
-                       state_pool, state_indices, has_initial_state, gva, chunk_size, algorithm,
-                       backend)
+    return _delta_rule(
+        q, k, v, g, beta, scale=scale, initial_state=initial_state,
+        output_final_state=output_final_state, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
+        use_gate_in_kernel=use_gate_in_kernel, A_log=A_log, dt_bias=dt_bias,
+        use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel, allow_neg_eigval=allow_neg_eigval,
+        state_v_first=state_v_first, cu_seqlens=cu_seqlens, state_pool=state_pool,
+        state_indices=state_indices, has_initial_state=has_initial_state, gva=gva,
+        chunk_size=chunk_size, algorithm=algorithm, backend=backend)
 
 
 def fused_recurrent_gated_delta_rule(q, k, v, g=None, beta=None, scale=None, initial_state=None,
@@ -163,16 +184,20 @@ def fused_recurrent_gated_delta_rule(q, k, v, g=None, beta=None, scale=None, ini
                                      state_indices=None, has_initial_state=None, gva="block",
                                      backend=None, **kwargs):
     """Decode and short calls: FLA's fused_recurrent_gated_delta_rule (same arguments and
-    returns as chunk_gated_delta_rule; gk/gv per-channel gates are not supported)."""
+    returns as chunk_gated_delta_rule, less chunk_size and algorithm: it always runs the
+    recurrent form; gk/gv per-channel gates are not supported)."""
     for name in ("gk", "gv"):
         if kwargs.pop(name, None) is not None:
             raise ValueError(f"{name} (per-channel gates) is not supported by libgdn")
     _reject_unknown(kwargs)
-    return _delta_rule(q, k, v, g, beta, scale, initial_state, output_final_state,
-                       use_qk_l2norm_in_kernel, use_gate_in_kernel, A_log, dt_bias,
-                       use_beta_sigmoid_in_kernel, allow_neg_eigval, state_v_first, cu_seqlens,
-                       state_pool, state_indices, has_initial_state, gva, 0, "recurrent",
-                       backend)
+    return _delta_rule(
+        q, k, v, g, beta, scale=scale, initial_state=initial_state,
+        output_final_state=output_final_state, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
+        use_gate_in_kernel=use_gate_in_kernel, A_log=A_log, dt_bias=dt_bias,
+        use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel, allow_neg_eigval=allow_neg_eigval,
+        state_v_first=state_v_first, cu_seqlens=cu_seqlens, state_pool=state_pool,
+        state_indices=state_indices, has_initial_state=has_initial_state, gva=gva,
+        algorithm="recurrent", backend=backend)
 
 
 # ---- gating, norms ---------------------------------------------------------------------------
@@ -188,7 +213,8 @@ def fused_gdn_gating(A_log, a, b, dt_bias=None, beta=1.0, threshold=20.0, *,
     ctx = _lib.context(backend, dev)
     g_out = _lib.empty(a, a.shape, _lib.float32_of(a))
     beta_out = None if b is None else _lib.empty(a, a.shape, _lib.float32_of(a))
-    p = _gating_params(A_log, dt_bias, a_form, threshold, allow_neg_eigval)
+    p = _gating_params(A_log, dt_bias, a_form=a_form, threshold=threshold,
+                       allow_neg_eigval=allow_neg_eigval)
     ta, tb, tg, tbeta = (describe(a, "a"), describe(b, "b"), describe(g_out, "g_out"),
                          describe(beta_out, "beta_out"))
     check(lib.gdn_gating(ctx, ctypes.byref(ta), ctypes.byref(tb), ctypes.byref(p),
@@ -256,7 +282,8 @@ def _check_states_out(out, name, shape):
     _check_shape(out, name, shape, "[N, C, W-1]: one state per sequence")
     floating = out.dtype.is_floating_point if _lib.is_torch(out) else out.dtype.kind == "f"
     if not floating:
-        raise GdnValueError(2, f"{name}: dtype {out.dtype}, expected a floating-point dtype")
+        raise GdnValueError(ERR_DTYPE,
+                            f"{name}: dtype {out.dtype}, expected a floating-point dtype")
 
 
 def causal_conv1d_fn(x, weight, bias=None, seq_idx=None, initial_states=None,
@@ -326,7 +353,8 @@ def causal_conv1d_update(x, conv_state, weight, bias=None, activation=None, cach
         raise ValueError("cache_seqlens (circular conv state) is not supported")
     squeeze = x.ndim == 3
     if squeeze and x.shape[-1] != 1:
-        raise ValueError("causal_conv1d_update takes one token per sequence (x [B, C] or [B, C, 1])")
+        raise ValueError("causal_conv1d_update takes one token per sequence "
+                         "(x [B, C] or [B, C, 1])")
     x2 = _last_dim_contiguous(x[..., 0] if squeeze else x)  # e.g. x[:, :, t] of a [B, C, T] x
     weight = _weight_2d(weight)
     if conv_state.shape[-1] != weight.shape[-1] - 1:
