@@ -542,6 +542,8 @@ MUT(g_a_ndim5, c->a.ndim = 5)
 MUT(g_a_ndim0, c->a.ndim = 0)
 MUT(g_a_HV0, c->a.shape[2] = 0)
 MUT(g_gout_T, c->g_out.shape[1] = 4)
+MUT(g_gout_is_b, c->g_out = c->b)
+MUT(g_beta_out_is_a, c->beta_out = c->a)
 MUT(g_gout_ndim4, c->g_out.ndim = 4; c->g_out.shape[3] = 1)
 MUT(g_b_HV, c->b.shape[2] = 3)
 MUT(g_beta_out_B, c->beta_out.shape[0] = 1)
@@ -855,6 +857,9 @@ static const bad_case cases[] = {
     {FX_GATE, "NULL params", m_null_args, E_NULL, "params is NULL"},
     {FX_GATE, "NULL a pointer", m_null_in, E_NULL, "a is absent"},
     {FX_GATE, "a absent", g_a_absent, E_NULL, "a is absent"},
+    {FX_GATE, "g_out is b (in place on the wrong input)", g_gout_is_b, E_VALUE,
+     "g_out overlaps b"},
+    {FX_GATE, "beta_out is a", g_beta_out_is_a, E_VALUE, "beta_out overlaps a"},
     {FX_GATE, "NULL g_out pointer", m_null_out, E_NULL, "g_out is absent"},
     {FX_GATE, "g_out absent", g_gout_absent, E_NULL, "g_out is absent"},
     {FX_GATE, "b given without beta_out", g_b_without_beta_out, E_NULL, "beta_out"},

@@ -56,7 +56,9 @@ static bool still_poisoned(const unsigned char *p, size_t bytes)
  * per row are 64, past the chunked form's threshold, so AUTO would pick it. */
 static void test_empty_batches(gdn_context *ctx, const char *name)
 {
-    enum { BYTES = 4096 };
+    /* every tensor below lies inside its buffer (the state's 3 slots take 12 KiB): one that
+     * reached past it could overlap another buffer, which validation rightly refuses */
+    enum { BYTES = 16384 };
     unsigned char *in = poisoned(BYTES), *out = poisoned(BYTES), *pool = poisoned(BYTES);
     const int64_t T = 64, H = 2, HV = 4, K = 16, V = 16, C = 8;
 
@@ -135,6 +137,23 @@ static void test_huge_empty_batch(gdn_context *ctx, const char *name)
     c.out = gdn_tensor_3d(out, GDN_F32, B, 0, 4);
     c.weight = gdn_tensor_2d(buf, GDN_F32, 4, 4);
     CHECK_OK(gdn_conv1d(ctx, &c), ctx);
+    /* extents whose product overflows int64, on an empty tensor: the constructor's strides
+     * saturate instead of overflowing, and the call is a no-op */
+    gdn_tensor x = gdn_tensor_4d(buf, GDN_F32, 0, (int64_t)1 << 62, ((int64_t)1 << 32) + 1, 5);
+    gdn_tensor y = gdn_tensor_4d(out, GDN_F32, 0, (int64_t)1 << 62, ((int64_t)1 << 32) + 1, 5);
+    CHECK_OK(gdn_l2norm(ctx, &x, &y, GDN_L2NORM_EPS), ctx);
+    /* 2^31 value heads over an empty pool, every sequence padding: nothing runs (it used to
+     * loop over sequences x heads) */
+    const int64_t HV = (int64_t)1 << 31;
+    int32_t slots[3] = {-1, -1, -1};
+    d.q = gdn_tensor_4d(buf, GDN_F32, 3, 0, 1, 2);
+    d.k = d.q;
+    d.v = gdn_tensor_4d(buf, GDN_F32, 3, 0, HV, 2);
+    d.beta = gdn_tensor_3d(buf, GDN_F32, 3, 0, HV);
+    d.out = gdn_tensor_4d(out, GDN_F32, 3, 0, HV, 2);
+    d.state = gdn_tensor_4d(out + 32, GDN_F32, 0, HV, 2, 2);
+    d.state_slots = gdn_tensor_1d(slots, GDN_I32, 3);
+    CHECK_OK(gdn_delta_rule(ctx, &d), ctx);
     (void)name;
 }
 

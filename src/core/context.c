@@ -1,5 +1,6 @@
 /* The context: backend choice, threads, stream and scratch memory. */
 #include "gdn_internal.h"
+#include "status.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -56,9 +57,8 @@ int gdn_backend_available(gdn_backend backend)
 {
     if (backend == GDN_BACKEND_AUTO)
         return 1;
-    if (backend == GDN_BACKEND_CUDA && gdn_cuda_device_count() == 0)
-        return 0;
-    return backend_ops(backend) != NULL;
+    const gdn_backend_ops *ops = backend_ops(backend);
+    return ops && (!ops->device_count || ops->device_count() > 0);
 }
 
 /* AUTO picks the fastest host backend. CUDA is never chosen implicitly: its tensors are device
@@ -132,26 +132,21 @@ gdn_backend gdn_context_backend(const gdn_context *ctx)
     return ctx ? ctx->ops->id : GDN_BACKEND_AUTO;
 }
 
+/* The backend's own answers where its op table has them (the cpu backend's threads, ISA level
+ * and bf16 products); the defaults otherwise. */
 int gdn_context_num_threads(const gdn_context *ctx)
 {
-    if (!ctx)
-        return 0;
-    switch (ctx->ops->id) {
-    case GDN_BACKEND_REF: return 1;
-    case GDN_BACKEND_CPU: return gdn_cpu_backend_threads(ctx);
-    default: return 0;
-    }
+    return ctx && ctx->ops->num_threads ? ctx->ops->num_threads(ctx) : 0;
 }
 
 gdn_cpu_isa gdn_context_cpu_isa(const gdn_context *ctx)
 {
-    return ctx && ctx->ops->id == GDN_BACKEND_CPU ? gdn_cpu_backend_isa(ctx) : GDN_ISA_AUTO;
+    return ctx && ctx->ops->cpu_isa ? ctx->ops->cpu_isa(ctx) : GDN_ISA_AUTO;
 }
 
 gdn_bf16_products gdn_context_cpu_bf16_products(const gdn_context *ctx)
 {
-    return ctx && ctx->ops->id == GDN_BACKEND_CPU ? gdn_cpu_backend_bf16_products(ctx)
-                                                  : GDN_BF16_PRODUCTS_F32;
+    return ctx && ctx->ops->bf16_products ? ctx->ops->bf16_products(ctx) : GDN_BF16_PRODUCTS_F32;
 }
 
 gdn_status gdn_context_enter(gdn_context *ctx, const char *fn)
@@ -168,12 +163,10 @@ gdn_status gdn_context_enter(gdn_context *ctx, const char *fn)
 
 void gdn_context_leave(gdn_context *ctx) { __atomic_store_n(&ctx->busy, 0, __ATOMIC_RELEASE); }
 
-/* Runs `call` between enter and leave: the context's settings change under no running op. */
-#define GUARDED(ctx, fn, call)                                                                         do {                                                                                                   gdn_status st_ = gdn_context_enter(ctx, fn);                                                       if (st_ != GDN_OK)                                                                                     return st_;                                                                                    st_ = (call);                                                                                      gdn_context_leave(ctx);                                                                            return st_;                                                                                    } while (0)
 
 gdn_status gdn_context_set_stream(gdn_context *ctx, void *stream)
 {
-    GUARDED(ctx, "gdn_context_set_stream", (ctx->opts.cuda_stream = stream, GDN_OK));
+    GDN_GUARDED(ctx, "gdn_context_set_stream", (ctx->opts.cuda_stream = stream, GDN_OK));
 }
 
 static gdn_status reserve_workspace(gdn_context *ctx, size_t bytes)
@@ -184,7 +177,7 @@ static gdn_status reserve_workspace(gdn_context *ctx, size_t bytes)
 
 gdn_status gdn_context_reserve_workspace(gdn_context *ctx, size_t bytes)
 {
-    GUARDED(ctx, "gdn_context_reserve_workspace", reserve_workspace(ctx, bytes));
+    GDN_GUARDED(ctx, "gdn_context_reserve_workspace", reserve_workspace(ctx, bytes));
 }
 
 static gdn_status set_workspace(gdn_context *ctx, void *workspace, size_t bytes)
@@ -206,7 +199,7 @@ static gdn_status set_workspace(gdn_context *ctx, void *workspace, size_t bytes)
 
 gdn_status gdn_context_set_workspace(gdn_context *ctx, void *workspace, size_t bytes)
 {
-    GUARDED(ctx, "gdn_context_set_workspace", set_workspace(ctx, workspace, bytes));
+    GDN_GUARDED(ctx, "gdn_context_set_workspace", set_workspace(ctx, workspace, bytes));
 }
 
 gdn_status gdn_workspace_acquire(gdn_context *ctx, const char *fn, size_t bytes, void **ptr)

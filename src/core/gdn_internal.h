@@ -41,6 +41,8 @@ static inline bool gdn_i64_mul(int64_t a, int64_t b, int64_t *r)
 /* How a call's tokens split into sequences, and where each sequence's state lives. */
 typedef struct gdn_seqs {
     int64_t count;                 /* N: number of sequences */
+    int64_t active;                /* sequences not skipped by a negative slot (host-visible
+                                      slots; else every sequence counts) */
     int64_t T;                     /* tokens per batch row (equal length) or in total (varlen) */
     const gdn_tensor *cu_seqlens;  /* NULL: equal-length batch, sequence n is batch row n */
     const gdn_tensor *slots;       /* NULL: sequence n uses slot n */
@@ -72,7 +74,8 @@ typedef struct gdn_conv1d_update_problem {
 } gdn_conv1d_update_problem;
 
 /* Decode is prefill of one token per sequence that always continues its state: q becomes the
- * conv1d problem that views x and out [N, C] as [N, 1, C] (backends may run it as such). */
+ * conv1d problem that views x and out [N, C] as [N, 1, C] (backends may run it as such;
+ * src/core/args.c). */
 void gdn_conv1d_update_as_prefill(const gdn_conv1d_update_problem *p, gdn_conv1d_problem *q);
 
 typedef struct gdn_gating_problem {
@@ -128,14 +131,20 @@ typedef struct gdn_backend_ops {
     gdn_status (*check_delta_rule)(gdn_context *ctx, const gdn_delta_rule_problem *p);
     size_t (*delta_rule_workspace)(const gdn_context *ctx, const gdn_delta_rule_problem *p);
     gdn_status (*delta_rule)(gdn_context *ctx, const gdn_delta_rule_problem *p, void *workspace);
+    /* The optional entries below come last, so that a table initialised by position (C++,
+     * src/cuda) may leave out the ones after its last. */
+    int (*device_count)(void);                /* optional: devices present; none: unavailable
+                                               * (absent: a host backend, always available) */
+    /* optional queries behind gdn_context_num_threads, _cpu_isa and _cpu_bf16_products (absent:
+     * 0 threads, GDN_ISA_AUTO, GDN_BF16_PRODUCTS_F32) */
+    int (*num_threads)(const gdn_context *ctx);
+    gdn_cpu_isa (*cpu_isa)(const gdn_context *ctx);
+    gdn_bf16_products (*bf16_products)(const gdn_context *ctx);
 } gdn_backend_ops;
 
+/* The backends' op tables: all that src/core knows of a backend (context.c picks one). */
 extern const gdn_backend_ops gdn_ref_backend;
 extern const gdn_backend_ops gdn_cpu_backend;
-/* The ISA level and the pool size of a cpu-backend context (src/cpu). */
-gdn_cpu_isa gdn_cpu_backend_isa(const gdn_context *ctx);
-gdn_bf16_products gdn_cpu_backend_bf16_products(const gdn_context *ctx);
-int gdn_cpu_backend_threads(const gdn_context *ctx);
 #ifdef GDN_HAVE_CUDA
 extern const gdn_backend_ops gdn_cuda_backend;
 #endif

@@ -1,14 +1,8 @@
-/* Public op entry points: validate, find scratch, dispatch to the context's backend. */
+/* Public op entry points: validate, find scratch, dispatch to the context's backend. Every op runs
+ * between gdn_context_enter and gdn_context_leave (GDN_GUARDED), so that one context never serves
+ * two threads at once (its scratch and error message are per context). */
 #include "gdn_internal.h"
-
-#include <string.h>
-
-#define TRY(expr)                                                                                  \
-    do {                                                                                           \
-        gdn_status st_ = (expr);                                                                   \
-        if (st_ != GDN_OK)                                                                         \
-            return st_;                                                                            \
-    } while (0)
+#include "status.h"
 
 /* An op the context's backend does not implement fails before validation. */
 static gdn_status check_implemented(gdn_context *ctx, const char *fn, bool implemented)
@@ -19,77 +13,28 @@ static gdn_status check_implemented(gdn_context *ctx, const char *fn, bool imple
     return ctx->ops->enter ? ctx->ops->enter(ctx) : GDN_OK;
 }
 
-/* Every op runs between gdn_context_enter and gdn_context_leave, so that one context never
- * serves two threads at once (its scratch and error message are per context). */
-#define RUN_OP(ctx, fn, body)                                                                          do {                                                                                                   gdn_status st_ = gdn_context_enter(ctx, fn);                                                       if (st_ != GDN_OK)                                                                                     return st_;                                                                                    st_ = (body);                                                                                      gdn_context_leave(ctx);                                                                            return st_;                                                                                    } while (0)
-
-gdn_conv1d_args gdn_conv1d_default_args(void)
-{
-    gdn_conv1d_args a;
-    memset(&a, 0, sizeof a);
-    a.activation = GDN_ACT_SILU;
-    return a;
-}
-
-gdn_conv1d_update_args gdn_conv1d_update_default_args(void)
-{
-    gdn_conv1d_update_args a;
-    memset(&a, 0, sizeof a);
-    a.activation = GDN_ACT_SILU;
-    return a;
-}
-
-gdn_gating_params gdn_gating_default_params(void)
-{
-    gdn_gating_params g;
-    memset(&g, 0, sizeof g);
-    g.a_form = GDN_A_LOG;
-    g.softplus_threshold = GDN_SOFTPLUS_THRESHOLD;
-    return g;
-}
-
-gdn_rmsnorm_args gdn_rmsnorm_default_args(void)
-{
-    gdn_rmsnorm_args a;
-    memset(&a, 0, sizeof a);
-    a.eps = 1e-6f;
-    a.norm_before_gate = 1;
-    return a;
-}
-
-gdn_delta_rule_args gdn_delta_rule_default_args(void)
-{
-    gdn_delta_rule_args a;
-    memset(&a, 0, sizeof a);
-    a.state_layout = GDN_STATE_KV;
-    a.gva = GDN_GVA_BLOCK;
-    a.algorithm = GDN_ALGO_AUTO;
-    a.gating = gdn_gating_default_params();
-    return a;
-}
-
 /* The ops' bodies. Each validates everything, lets the backend refuse what it cannot run, and
  * returns at once where the validated problem writes nothing (an empty batch is a normal call
  * in an engine, and a backend never sees one). */
 
 static gdn_status conv1d(gdn_context *ctx, const gdn_conv1d_args *args)
 {
-    TRY(check_implemented(ctx, "gdn_conv1d", ctx->ops->conv1d));
+    GDN_TRY(check_implemented(ctx, "gdn_conv1d", ctx->ops->conv1d));
     gdn_conv1d_problem p;
-    TRY(gdn_validate_conv1d(ctx, args, &p));
+    GDN_TRY(gdn_validate_conv1d(ctx, args, &p));
     if (ctx->ops->check_conv1d)
-        TRY(ctx->ops->check_conv1d(ctx, &p));
-    if (p.seqs.count == 0 || (p.seqs.T == 0 && !p.has_state))
+        GDN_TRY(ctx->ops->check_conv1d(ctx, &p));
+    if (p.seqs.active == 0 || (p.seqs.T == 0 && !p.has_state))
         return GDN_OK;
     return ctx->ops->conv1d(ctx, &p);
 }
 
 static gdn_status conv1d_update(gdn_context *ctx, const gdn_conv1d_update_args *args)
 {
-    TRY(check_implemented(ctx, "gdn_conv1d_update", ctx->ops->conv1d_update));
+    GDN_TRY(check_implemented(ctx, "gdn_conv1d_update", ctx->ops->conv1d_update));
     gdn_conv1d_update_problem p;
-    TRY(gdn_validate_conv1d_update(ctx, args, &p));
-    if (p.seqs.count == 0)
+    GDN_TRY(gdn_validate_conv1d_update(ctx, args, &p));
+    if (p.seqs.active == 0)
         return GDN_OK;
     return ctx->ops->conv1d_update(ctx, &p);
 }
@@ -98,9 +43,9 @@ static gdn_status gating(gdn_context *ctx, const gdn_tensor *a, const gdn_tensor
                          const gdn_gating_params *params, const gdn_tensor *g_out,
                          const gdn_tensor *beta_out)
 {
-    TRY(check_implemented(ctx, "gdn_gating", ctx->ops->gating));
+    GDN_TRY(check_implemented(ctx, "gdn_gating", ctx->ops->gating));
     gdn_gating_problem p;
-    TRY(gdn_validate_gating(ctx, a, b, params, g_out, beta_out, &p));
+    GDN_TRY(gdn_validate_gating(ctx, a, b, params, g_out, beta_out, &p));
     if (p.rows == 0)
         return GDN_OK;
     return ctx->ops->gating(ctx, &p);
@@ -108,9 +53,9 @@ static gdn_status gating(gdn_context *ctx, const gdn_tensor *a, const gdn_tensor
 
 static gdn_status l2norm(gdn_context *ctx, const gdn_tensor *x, const gdn_tensor *out, float eps)
 {
-    TRY(check_implemented(ctx, "gdn_l2norm", ctx->ops->l2norm));
+    GDN_TRY(check_implemented(ctx, "gdn_l2norm", ctx->ops->l2norm));
     gdn_l2norm_problem p;
-    TRY(gdn_validate_l2norm(ctx, x, out, eps, &p));
+    GDN_TRY(gdn_validate_l2norm(ctx, x, out, eps, &p));
     if (p.rows == 0)
         return GDN_OK;
     return ctx->ops->l2norm(ctx, &p);
@@ -118,9 +63,9 @@ static gdn_status l2norm(gdn_context *ctx, const gdn_tensor *x, const gdn_tensor
 
 static gdn_status rmsnorm_gated(gdn_context *ctx, const gdn_rmsnorm_args *args)
 {
-    TRY(check_implemented(ctx, "gdn_rmsnorm_gated", ctx->ops->rmsnorm_gated));
+    GDN_TRY(check_implemented(ctx, "gdn_rmsnorm_gated", ctx->ops->rmsnorm_gated));
     gdn_rmsnorm_problem p;
-    TRY(gdn_validate_rmsnorm(ctx, args, &p));
+    GDN_TRY(gdn_validate_rmsnorm(ctx, args, &p));
     if (p.rows == 0)
         return GDN_OK;
     return ctx->ops->rmsnorm_gated(ctx, &p);
@@ -130,17 +75,18 @@ static gdn_status rmsnorm_gated(gdn_context *ctx, const gdn_rmsnorm_args *args)
 static gdn_status delta_rule_problem(gdn_context *ctx, const char *fn,
                                      const gdn_delta_rule_args *args, gdn_delta_rule_problem *p)
 {
-    TRY(check_implemented(ctx, fn, ctx->ops->delta_rule));
-    TRY(gdn_validate_delta_rule(ctx, fn, args, p));
+    GDN_TRY(check_implemented(ctx, fn, ctx->ops->delta_rule));
+    GDN_TRY(gdn_validate_delta_rule(ctx, fn, args, p));
     if (ctx->ops->check_delta_rule)
-        TRY(ctx->ops->check_delta_rule(ctx, p));
+        GDN_TRY(ctx->ops->check_delta_rule(ctx, p));
     return GDN_OK;
 }
 
-/* Nothing to write: no sequence, or no token and no state to leave behind. */
+/* Nothing to write: no sequence that runs (none, or every one padding), or no token and no state
+ * to leave behind. */
 static bool delta_rule_empty(const gdn_delta_rule_problem *p)
 {
-    return p->seqs.count == 0 || (p->T == 0 && !p->has_state);
+    return p->seqs.active == 0 || (p->T == 0 && !p->has_state);
 }
 
 static gdn_status delta_rule_scratch(gdn_context *ctx, const char *fn,
@@ -163,9 +109,9 @@ static gdn_status delta_rule_workspace_size(gdn_context *ctx, const gdn_delta_ru
     if (!bytes)
         return gdn_fail(ctx, GDN_ERR_NULL, fn, "bytes is NULL, expected a size_t *");
     gdn_delta_rule_problem p;
-    TRY(delta_rule_problem(ctx, fn, args, &p));
+    GDN_TRY(delta_rule_problem(ctx, fn, args, &p));
     size_t need;
-    TRY(delta_rule_scratch(ctx, fn, &p, &need));
+    GDN_TRY(delta_rule_scratch(ctx, fn, &p, &need));
     *bytes = need;
     return GDN_OK;
 }
@@ -174,14 +120,14 @@ static gdn_status delta_rule(gdn_context *ctx, const gdn_delta_rule_args *args)
 {
     static const char *fn = "gdn_delta_rule";
     gdn_delta_rule_problem p;
-    TRY(delta_rule_problem(ctx, fn, args, &p));
+    GDN_TRY(delta_rule_problem(ctx, fn, args, &p));
     if (delta_rule_empty(&p))
         return GDN_OK;
     size_t need;
-    TRY(delta_rule_scratch(ctx, fn, &p, &need));
+    GDN_TRY(delta_rule_scratch(ctx, fn, &p, &need));
     void *ws = NULL;
     if (need)
-        TRY(gdn_workspace_acquire(ctx, fn, need, &ws));
+        GDN_TRY(gdn_workspace_acquire(ctx, fn, need, &ws));
     return ctx->ops->delta_rule(ctx, &p, ws);
 }
 
@@ -189,38 +135,38 @@ static gdn_status delta_rule(gdn_context *ctx, const gdn_delta_rule_args *args)
 
 gdn_status gdn_conv1d(gdn_context *ctx, const gdn_conv1d_args *args)
 {
-    RUN_OP(ctx, "gdn_conv1d", conv1d(ctx, args));
+    GDN_GUARDED(ctx, "gdn_conv1d", conv1d(ctx, args));
 }
 
 gdn_status gdn_conv1d_update(gdn_context *ctx, const gdn_conv1d_update_args *args)
 {
-    RUN_OP(ctx, "gdn_conv1d_update", conv1d_update(ctx, args));
+    GDN_GUARDED(ctx, "gdn_conv1d_update", conv1d_update(ctx, args));
 }
 
 gdn_status gdn_gating(gdn_context *ctx, const gdn_tensor *a, const gdn_tensor *b,
                       const gdn_gating_params *params, const gdn_tensor *g_out,
                       const gdn_tensor *beta_out)
 {
-    RUN_OP(ctx, "gdn_gating", gating(ctx, a, b, params, g_out, beta_out));
+    GDN_GUARDED(ctx, "gdn_gating", gating(ctx, a, b, params, g_out, beta_out));
 }
 
 gdn_status gdn_l2norm(gdn_context *ctx, const gdn_tensor *x, const gdn_tensor *out, float eps)
 {
-    RUN_OP(ctx, "gdn_l2norm", l2norm(ctx, x, out, eps));
+    GDN_GUARDED(ctx, "gdn_l2norm", l2norm(ctx, x, out, eps));
 }
 
 gdn_status gdn_rmsnorm_gated(gdn_context *ctx, const gdn_rmsnorm_args *args)
 {
-    RUN_OP(ctx, "gdn_rmsnorm_gated", rmsnorm_gated(ctx, args));
+    GDN_GUARDED(ctx, "gdn_rmsnorm_gated", rmsnorm_gated(ctx, args));
 }
 
 gdn_status gdn_delta_rule_workspace_size(gdn_context *ctx, const gdn_delta_rule_args *args,
                                          size_t *bytes)
 {
-    RUN_OP(ctx, "gdn_delta_rule_workspace_size", delta_rule_workspace_size(ctx, args, bytes));
+    GDN_GUARDED(ctx, "gdn_delta_rule_workspace_size", delta_rule_workspace_size(ctx, args, bytes));
 }
 
 gdn_status gdn_delta_rule(gdn_context *ctx, const gdn_delta_rule_args *args)
 {
-    RUN_OP(ctx, "gdn_delta_rule", delta_rule(ctx, args));
+    GDN_GUARDED(ctx, "gdn_delta_rule", delta_rule(ctx, args));
 }

@@ -14,7 +14,10 @@ static gdn_tensor contiguous(void *data, gdn_dtype dtype, int ndim, const int64_
     for (int d = ndim - 1; d >= 0; d--) {
         t.shape[d] = shape[d];
         t.stride[d] = stride;
-        stride *= shape[d] > 0 ? shape[d] : 1;
+        /* extents whose product does not fit saturate the outer strides at INT64_MAX: an empty
+         * tensor's strides do not matter, and validation refuses a non-empty one that far */
+        if (!gdn_i64_mul(stride, shape[d] > 0 ? shape[d] : 1, &stride))
+            stride = INT64_MAX;
     }
     return t;
 }
@@ -96,34 +99,6 @@ void gdn_seq_span(const gdn_seqs *s, int64_t n, int64_t *row, int64_t *t0, int64
 int64_t gdn_seq_slot(const gdn_seqs *s, int64_t n)
 {
     return s->slots ? gdn_index_at(s->slots, n) : n;
-}
-
-void gdn_conv1d_update_as_prefill(const gdn_conv1d_update_problem *p, gdn_conv1d_problem *q)
-{
-    const gdn_conv1d_update_args *u = &p->a;
-    memset(q, 0, sizeof *q);
-    q->a = gdn_conv1d_default_args();
-    q->a.x = u->x;
-    q->a.out = u->out;
-    gdn_tensor *views[2] = {&q->a.x, &q->a.out};
-    for (int i = 0; i < 2; i++) {
-        gdn_tensor *t = views[i];
-        t->ndim = 3;
-        t->shape[2] = t->shape[1];
-        t->stride[2] = t->stride[1];
-        t->shape[1] = 1;
-        t->stride[1] = 0;
-    }
-    q->a.weight = u->weight;
-    q->a.bias = u->bias;
-    q->a.conv_state = u->conv_state;
-    q->a.state_slots = u->state_slots;
-    q->a.activation = u->activation;
-    q->seqs = p->seqs; /* has_init absent: every sequence continues its state */
-    q->seqs.slots = u->state_slots.data ? &q->a.state_slots : NULL;
-    q->C = p->C;
-    q->W = p->W;
-    q->has_state = true;
 }
 
 bool gdn_seq_has_init(const gdn_seqs *s, int64_t n)

@@ -1,6 +1,7 @@
 /* Argument validation for every op (SPEC section 9): runs before any backend writes anything,
  * and names the offending argument and the expected value in the context's error message. */
 #include "gdn_internal.h"
+#include "status.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -21,12 +22,6 @@ typedef struct vctx {
 } vctx;
 
 #define FAIL(v, st, ...) gdn_fail((v)->ctx, (st), (v)->fn, __VA_ARGS__)
-#define TRY(expr)                                                                                  \
-    do {                                                                                           \
-        gdn_status st_ = (expr);                                                                   \
-        if (st_ != GDN_OK)                                                                         \
-            return st_;                                                                            \
-    } while (0)
 
 static const char *mask_names(unsigned mask)
 {
@@ -264,10 +259,10 @@ typedef struct named_tensor {
 static gdn_status check_written(const vctx *v, const char *name, const gdn_tensor *out,
                                 const named_tensor *others, int n)
 {
-    TRY(check_no_self_overlap(v, name, out));
+    GDN_TRY(check_no_self_overlap(v, name, out));
     for (int i = 0; i < n; i++)
         if (others[i].t != out)
-            TRY(check_disjoint(v, name, out, others[i].name, others[i].t));
+            GDN_TRY(check_disjoint(v, name, out, others[i].name, others[i].t));
     return GDN_OK;
 }
 
@@ -294,8 +289,8 @@ static bool host_indices(const gdn_context *ctx) { return !ctx->ops->device_poin
 static gdn_status check_cu_seqlens(const vctx *v, const gdn_tensor *cu, int64_t T, bool host,
                                    int64_t *max_len)
 {
-    TRY(check_tensor(v, "cu_seqlens", cu, 1, 1, M_INDEX, false));
-    TRY(check_no_self_overlap(v, "cu_seqlens", cu));
+    GDN_TRY(check_tensor(v, "cu_seqlens", cu, 1, 1, M_INDEX, false));
+    GDN_TRY(check_no_self_overlap(v, "cu_seqlens", cu));
     int64_t n1 = cu->shape[0];
     if (n1 < 1)
         return FAIL(v, GDN_ERR_SHAPE, "cu_seqlens.shape[0] is %lld, expected >= 1 (N+1 offsets)",
@@ -366,19 +361,22 @@ static gdn_status check_distinct_slots(const vctx *v, const gdn_tensor *slots, i
 /* Slots in [.., S): negative ones are padding; non-negative ones must be distinct, since two
  * sequences writing one slot would race. */
 static gdn_status check_slots(const vctx *v, const gdn_tensor *slots, int64_t N, int64_t S,
-                              bool host)
+                              bool host, int64_t *active)
 {
-    TRY(check_tensor(v, "state_slots", slots, 1, 1, M_INDEX, false));
-    TRY(check_no_self_overlap(v, "state_slots", slots));
-    TRY(check_dim(v, "state_slots", slots, 0, N, "one slot per sequence"));
+    GDN_TRY(check_tensor(v, "state_slots", slots, 1, 1, M_INDEX, false));
+    GDN_TRY(check_no_self_overlap(v, "state_slots", slots));
+    GDN_TRY(check_dim(v, "state_slots", slots, 0, N, "one slot per sequence"));
+    *active = N;
     if (!host)
-        return GDN_OK;
+        return GDN_OK; /* device indices: every sequence may run */
+    *active = 0;
     for (int64_t i = 0; i < N; i++) {
         int64_t s = gdn_index_at(slots, i);
         if (s >= S)
             return FAIL(v, GDN_ERR_VALUE,
                         "state_slots[%lld] is %lld, expected < %lld (slots in the pool) or < 0 "
                         "(skip)", (long long)i, (long long)s, (long long)S);
+        *active += s >= 0;
     }
     return check_distinct_slots(v, slots, N);
 }
@@ -397,7 +395,7 @@ static gdn_status resolve_seqs(const vctx *v, int64_t B, int64_t T, const gdn_te
         if (B != 1)
             return FAIL(v, GDN_ERR_SHAPE, "batch is %lld with cu_seqlens, expected 1 (varlen "
                         "tokens are packed into one row)", (long long)B);
-        TRY(check_cu_seqlens(v, cu, T, host, max_len));
+        GDN_TRY(check_cu_seqlens(v, cu, T, host, max_len));
         seqs->cu_seqlens = cu;
         seqs->count = cu->shape[0] - 1;
     } else {
@@ -405,11 +403,12 @@ static gdn_status resolve_seqs(const vctx *v, int64_t B, int64_t T, const gdn_te
         *max_len = T;
     }
     int64_t N = seqs->count;
+    seqs->active = N;
     if (present(slots)) {
         if (!has_pool)
             return FAIL(v, GDN_ERR_VALUE, "state_slots is given but %s is absent, expected both",
                         pool);
-        TRY(check_slots(v, slots, N, S, host));
+        GDN_TRY(check_slots(v, slots, N, S, host, &seqs->active));
         seqs->slots = slots;
     } else if (has_pool && N > S) {
         return FAIL(v, GDN_ERR_SHAPE,
@@ -420,9 +419,9 @@ static gdn_status resolve_seqs(const vctx *v, int64_t B, int64_t T, const gdn_te
         if (!has_pool)
             return FAIL(v, GDN_ERR_VALUE,
                         "has_initial_state is given but %s is absent, expected both", pool);
-        TRY(check_tensor(v, "has_initial_state", has_init, 1, 1, M_FLAG, false));
-        TRY(check_no_self_overlap(v, "has_initial_state", has_init));
-        TRY(check_dim(v, "has_initial_state", has_init, 0, N, "one flag per sequence"));
+        GDN_TRY(check_tensor(v, "has_initial_state", has_init, 1, 1, M_FLAG, false));
+        GDN_TRY(check_no_self_overlap(v, "has_initial_state", has_init));
+        GDN_TRY(check_dim(v, "has_initial_state", has_init, 0, N, "one flag per sequence"));
         seqs->has_init = has_init;
     }
     return GDN_OK;
@@ -433,15 +432,15 @@ static gdn_status resolve_seqs(const vctx *v, int64_t B, int64_t T, const gdn_te
 static gdn_status check_conv_weights(const vctx *v, const gdn_tensor *weight,
                                      const gdn_tensor *bias, int64_t C, int64_t *W)
 {
-    TRY(check_tensor(v, "weight", weight, 2, 2, M_FLOAT, true));
-    TRY(check_dim(v, "weight", weight, 0, C, "channels C = x.shape[-1]"));
+    GDN_TRY(check_tensor(v, "weight", weight, 2, 2, M_FLOAT, true));
+    GDN_TRY(check_dim(v, "weight", weight, 0, C, "channels C = x.shape[-1]"));
     *W = weight->shape[1];
     if (*W < 2 || *W > GDN_CONV_MAX_WIDTH)
         return FAIL(v, GDN_ERR_SHAPE, "weight.shape[1] (width W) is %lld, expected 2 to %d",
                     (long long)*W, GDN_CONV_MAX_WIDTH);
     if (present(bias)) {
-        TRY(check_tensor(v, "bias", bias, 1, 1, M_FLOAT, false));
-        TRY(check_dim(v, "bias", bias, 0, C, "channels C"));
+        GDN_TRY(check_tensor(v, "bias", bias, 1, 1, M_FLOAT, false));
+        GDN_TRY(check_dim(v, "bias", bias, 0, C, "channels C"));
     }
     return GDN_OK;
 }
@@ -449,14 +448,14 @@ static gdn_status check_conv_weights(const vctx *v, const gdn_tensor *weight,
 static gdn_status check_conv_state(const vctx *v, const gdn_tensor *st, const gdn_tensor *x,
                                    int64_t C, int64_t W)
 {
-    TRY(check_tensor(v, "conv_state", st, 3, 3, M_FLOAT, false));
+    GDN_TRY(check_tensor(v, "conv_state", st, 3, 3, M_FLOAT, false));
     if (st->dtype != GDN_F32 && st->dtype != x->dtype)
         return FAIL(v, GDN_ERR_DTYPE, "conv_state.dtype is %s, expected f32%s%s%s",
                     gdn_dtype_name(st->dtype), x->dtype == GDN_F32 ? "" : " or ",
                     x->dtype == GDN_F32 ? "" : gdn_dtype_name(x->dtype),
                     x->dtype == GDN_F32 ? "" : " (x.dtype)");
-    TRY(check_dim(v, "conv_state", st, 1, C, "channels C"));
-    TRY(check_dim(v, "conv_state", st, 2, W - 1, "kernel width W - 1"));
+    GDN_TRY(check_dim(v, "conv_state", st, 1, C, "channels C"));
+    GDN_TRY(check_dim(v, "conv_state", st, 2, W - 1, "kernel width W - 1"));
     return GDN_OK;
 }
 
@@ -468,28 +467,28 @@ gdn_status gdn_validate_conv1d(gdn_context *ctx, const gdn_conv1d_args *a, gdn_c
     memset(p, 0, sizeof *p);
     p->a = *a;
     a = &p->a;
-    TRY(check_tensor(&v, "x", &a->x, 3, 3, M_FLOAT, true));
+    GDN_TRY(check_tensor(&v, "x", &a->x, 3, 3, M_FLOAT, true));
     p->C = a->x.shape[2];
-    TRY(check_positive(&v, "x", &a->x, 2, "channels C"));
-    TRY(check_conv_weights(&v, &a->weight, &a->bias, p->C, &p->W));
-    TRY(check_tensor(&v, "out", &a->out, 3, 3, M_FLOAT, true));
-    TRY(check_same_shape(&v, "out", &a->out, "x", &a->x));
-    TRY(check_alias(&v, "out", &a->out, "x", &a->x));
-    TRY(check_activation(&v, a->activation));
+    GDN_TRY(check_positive(&v, "x", &a->x, 2, "channels C"));
+    GDN_TRY(check_conv_weights(&v, &a->weight, &a->bias, p->C, &p->W));
+    GDN_TRY(check_tensor(&v, "out", &a->out, 3, 3, M_FLOAT, true));
+    GDN_TRY(check_same_shape(&v, "out", &a->out, "x", &a->x));
+    GDN_TRY(check_alias(&v, "out", &a->out, "x", &a->x));
+    GDN_TRY(check_activation(&v, a->activation));
     p->has_state = present(&a->conv_state);
     int64_t S = 0, max_len;
     if (p->has_state) {
-        TRY(check_conv_state(&v, &a->conv_state, &a->x, p->C, p->W));
+        GDN_TRY(check_conv_state(&v, &a->conv_state, &a->x, p->C, p->W));
         S = a->conv_state.shape[0];
     }
-    TRY(resolve_seqs(&v, a->x.shape[0], a->x.shape[1], &a->cu_seqlens, &a->state_slots,
+    GDN_TRY(resolve_seqs(&v, a->x.shape[0], a->x.shape[1], &a->cu_seqlens, &a->state_slots,
                      &a->has_initial_state, "conv_state", p->has_state, S, &p->seqs, &max_len));
     const named_tensor others[] = {NAMED(a, weight), NAMED(a, bias), NAMED(a, state_slots),
                                    NAMED(a, has_initial_state), NAMED(a, cu_seqlens),
                                    NAMED(a, x), NAMED(a, out)};
-    TRY(check_written(&v, "out", &a->out, others, 5)); /* out may be x itself: checked above */
+    GDN_TRY(check_written(&v, "out", &a->out, others, 5)); /* out may be x itself: checked above */
     if (p->has_state)
-        TRY(check_written(&v, "conv_state", &a->conv_state, others, 7));
+        GDN_TRY(check_written(&v, "conv_state", &a->conv_state, others, 7));
     return GDN_OK;
 }
 
@@ -502,21 +501,21 @@ gdn_status gdn_validate_conv1d_update(gdn_context *ctx, const gdn_conv1d_update_
     memset(p, 0, sizeof *p);
     p->a = *a;
     a = &p->a;
-    TRY(check_tensor(&v, "x", &a->x, 2, 2, M_FLOAT, true));
+    GDN_TRY(check_tensor(&v, "x", &a->x, 2, 2, M_FLOAT, true));
     p->C = a->x.shape[1];
-    TRY(check_positive(&v, "x", &a->x, 1, "channels C"));
-    TRY(check_conv_weights(&v, &a->weight, &a->bias, p->C, &p->W));
-    TRY(check_tensor(&v, "out", &a->out, 2, 2, M_FLOAT, true));
-    TRY(check_same_shape(&v, "out", &a->out, "x", &a->x));
-    TRY(check_alias(&v, "out", &a->out, "x", &a->x));
-    TRY(check_activation(&v, a->activation));
-    TRY(check_conv_state(&v, &a->conv_state, &a->x, p->C, p->W));
+    GDN_TRY(check_positive(&v, "x", &a->x, 1, "channels C"));
+    GDN_TRY(check_conv_weights(&v, &a->weight, &a->bias, p->C, &p->W));
+    GDN_TRY(check_tensor(&v, "out", &a->out, 2, 2, M_FLOAT, true));
+    GDN_TRY(check_same_shape(&v, "out", &a->out, "x", &a->x));
+    GDN_TRY(check_alias(&v, "out", &a->out, "x", &a->x));
+    GDN_TRY(check_activation(&v, a->activation));
+    GDN_TRY(check_conv_state(&v, &a->conv_state, &a->x, p->C, p->W));
     int64_t max_len;
-    TRY(resolve_seqs(&v, a->x.shape[0], 1, NULL, &a->state_slots, NULL, "conv_state", true,
+    GDN_TRY(resolve_seqs(&v, a->x.shape[0], 1, NULL, &a->state_slots, NULL, "conv_state", true,
                      a->conv_state.shape[0], &p->seqs, &max_len));
     const named_tensor others[] = {NAMED(a, weight), NAMED(a, bias), NAMED(a, state_slots),
                                    NAMED(a, x), NAMED(a, out)};
-    TRY(check_written(&v, "out", &a->out, others, 3)); /* out may be x itself: checked above */
+    GDN_TRY(check_written(&v, "out", &a->out, others, 3)); /* out may be x itself: checked above */
     return check_written(&v, "conv_state", &a->conv_state, others, 5);
 }
 
@@ -527,12 +526,12 @@ static gdn_status check_gating_params(const vctx *v, const gdn_gating_params *gp
 {
     char name[64];
     snprintf(name, sizeof name, "%sA", prefix);
-    TRY(check_tensor(v, name, &gp->A, 1, 1, M_FLOAT, false));
-    TRY(check_dim(v, name, &gp->A, 0, HV, "value heads HV"));
+    GDN_TRY(check_tensor(v, name, &gp->A, 1, 1, M_FLOAT, false));
+    GDN_TRY(check_dim(v, name, &gp->A, 0, HV, "value heads HV"));
     if (present(&gp->dt_bias)) {
         snprintf(name, sizeof name, "%sdt_bias", prefix);
-        TRY(check_tensor(v, name, &gp->dt_bias, 1, 1, M_FLOAT, false));
-        TRY(check_dim(v, name, &gp->dt_bias, 0, HV, "value heads HV"));
+        GDN_TRY(check_tensor(v, name, &gp->dt_bias, 1, 1, M_FLOAT, false));
+        GDN_TRY(check_dim(v, name, &gp->dt_bias, 0, HV, "value heads HV"));
     }
     if ((unsigned)gp->a_form > GDN_A_NEG_EXP)
         return FAIL(v, GDN_ERR_VALUE, "%sa_form is %d, expected GDN_A_LOG (0) or GDN_A_NEG_EXP "
@@ -551,33 +550,35 @@ gdn_status gdn_validate_gating(gdn_context *ctx, const gdn_tensor *a, const gdn_
     memset(p, 0, sizeof *p);
     if (!params)
         return FAIL(&v, GDN_ERR_NULL, "params is NULL, expected a gdn_gating_params");
-    TRY(check_tensor(&v, "a", a, 1, GDN_MAX_DIMS, M_FLOAT, true));
+    GDN_TRY(check_tensor(&v, "a", a, 1, GDN_MAX_DIMS, M_FLOAT, true));
     int last = a->ndim - 1;
     p->HV = a->shape[last];
-    TRY(check_positive(&v, "a", a, last, "value heads HV"));
-    TRY(check_tensor(&v, "g_out", g_out, 1, GDN_MAX_DIMS, M_FLOAT, true));
-    TRY(check_same_shape(&v, "g_out", g_out, "a", a));
-    TRY(check_alias(&v, "g_out", g_out, "a", a));
+    GDN_TRY(check_positive(&v, "a", a, last, "value heads HV"));
+    GDN_TRY(check_tensor(&v, "g_out", g_out, 1, GDN_MAX_DIMS, M_FLOAT, true));
+    GDN_TRY(check_same_shape(&v, "g_out", g_out, "a", a));
+    GDN_TRY(check_alias(&v, "g_out", g_out, "a", a));
     if (present(b) != present(beta_out))
         return FAIL(&v, GDN_ERR_NULL, "%s is absent but %s is given, expected both or neither",
                     present(b) ? "beta_out" : "b", present(b) ? "b" : "beta_out");
     if (present(b)) {
-        TRY(check_tensor(&v, "b", b, 1, GDN_MAX_DIMS, M_FLOAT, true));
-        TRY(check_same_shape(&v, "b", b, "a", a));
-        TRY(check_tensor(&v, "beta_out", beta_out, 1, GDN_MAX_DIMS, M_FLOAT, true));
-        TRY(check_same_shape(&v, "beta_out", beta_out, "a", a));
-        TRY(check_alias(&v, "beta_out", beta_out, "b", b));
-        TRY(check_alias(&v, "beta_out", beta_out, "a", a));
-        TRY(check_alias(&v, "g_out", g_out, "b", b));
+        GDN_TRY(check_tensor(&v, "b", b, 1, GDN_MAX_DIMS, M_FLOAT, true));
+        GDN_TRY(check_same_shape(&v, "b", b, "a", a));
+        GDN_TRY(check_tensor(&v, "beta_out", beta_out, 1, GDN_MAX_DIMS, M_FLOAT, true));
+        GDN_TRY(check_same_shape(&v, "beta_out", beta_out, "a", a));
+        GDN_TRY(check_alias(&v, "beta_out", beta_out, "b", b));
+        /* in place only as g_out = a and beta_out = b: a row's other output must not land on
+         * an input that is still to be read */
+        GDN_TRY(check_disjoint(&v, "beta_out", beta_out, "a", a));
+        GDN_TRY(check_disjoint(&v, "g_out", g_out, "b", b));
         p->b = *b;
         p->beta_out = *beta_out;
     }
-    TRY(check_gating_params(&v, params, p->HV, "params."));
+    GDN_TRY(check_gating_params(&v, params, p->HV, "params."));
     const named_tensor others[] = {{"params.A", &params->A}, {"params.dt_bias", &params->dt_bias},
                                    {"beta_out", beta_out}};
-    TRY(check_written(&v, "g_out", g_out, others, present(b) ? 3 : 2));
+    GDN_TRY(check_written(&v, "g_out", g_out, others, present(b) ? 3 : 2));
     if (present(b))
-        TRY(check_written(&v, "beta_out", beta_out, others, 2));
+        GDN_TRY(check_written(&v, "beta_out", beta_out, others, 2));
     p->a = *a;
     p->g_out = *g_out;
     p->p = *params;
@@ -592,13 +593,13 @@ gdn_status gdn_validate_l2norm(gdn_context *ctx, const gdn_tensor *x, const gdn_
 {
     vctx v = {ctx, "gdn_l2norm"};
     memset(p, 0, sizeof *p);
-    TRY(check_tensor(&v, "x", x, 1, GDN_MAX_DIMS, M_FLOAT, true));
-    TRY(check_positive(&v, "x", x, x->ndim - 1, "normalised dimension"));
-    TRY(check_tensor(&v, "out", out, 1, GDN_MAX_DIMS, M_FLOAT, true));
-    TRY(check_same_shape(&v, "out", out, "x", x));
-    TRY(check_alias(&v, "out", out, "x", x));
-    TRY(check_no_self_overlap(&v, "out", out));
-    TRY(check_finite(&v, "eps", eps, false));
+    GDN_TRY(check_tensor(&v, "x", x, 1, GDN_MAX_DIMS, M_FLOAT, true));
+    GDN_TRY(check_positive(&v, "x", x, x->ndim - 1, "normalised dimension"));
+    GDN_TRY(check_tensor(&v, "out", out, 1, GDN_MAX_DIMS, M_FLOAT, true));
+    GDN_TRY(check_same_shape(&v, "out", out, "x", x));
+    GDN_TRY(check_alias(&v, "out", out, "x", x));
+    GDN_TRY(check_no_self_overlap(&v, "out", out));
+    GDN_TRY(check_finite(&v, "eps", eps, false));
     p->x = *x;
     p->out = *out;
     p->rows = gdn_row_count(x);
@@ -616,25 +617,25 @@ gdn_status gdn_validate_rmsnorm(gdn_context *ctx, const gdn_rmsnorm_args *a,
     memset(p, 0, sizeof *p);
     p->a = *a;
     a = &p->a;
-    TRY(check_tensor(&v, "x", &a->x, 1, GDN_MAX_DIMS, M_FLOAT, true));
+    GDN_TRY(check_tensor(&v, "x", &a->x, 1, GDN_MAX_DIMS, M_FLOAT, true));
     int last = a->x.ndim - 1;
     p->D = a->x.shape[last];
-    TRY(check_positive(&v, "x", &a->x, last, "normalised dimension"));
+    GDN_TRY(check_positive(&v, "x", &a->x, last, "normalised dimension"));
     if (present(&a->z)) {
-        TRY(check_tensor(&v, "z", &a->z, 1, GDN_MAX_DIMS, M_FLOAT, true));
-        TRY(check_same_shape(&v, "z", &a->z, "x", &a->x));
+        GDN_TRY(check_tensor(&v, "z", &a->z, 1, GDN_MAX_DIMS, M_FLOAT, true));
+        GDN_TRY(check_same_shape(&v, "z", &a->z, "x", &a->x));
     }
     if (present(&a->weight)) {
-        TRY(check_tensor(&v, "weight", &a->weight, 1, 1, M_FLOAT, false));
-        TRY(check_dim(&v, "weight", &a->weight, 0, p->D, "x.shape[-1]"));
+        GDN_TRY(check_tensor(&v, "weight", &a->weight, 1, 1, M_FLOAT, false));
+        GDN_TRY(check_dim(&v, "weight", &a->weight, 0, p->D, "x.shape[-1]"));
     }
-    TRY(check_tensor(&v, "out", &a->out, 1, GDN_MAX_DIMS, M_FLOAT, true));
-    TRY(check_same_shape(&v, "out", &a->out, "x", &a->x));
-    TRY(check_alias(&v, "out", &a->out, "x", &a->x));
-    TRY(check_alias(&v, "out", &a->out, "z", &a->z));
+    GDN_TRY(check_tensor(&v, "out", &a->out, 1, GDN_MAX_DIMS, M_FLOAT, true));
+    GDN_TRY(check_same_shape(&v, "out", &a->out, "x", &a->x));
+    GDN_TRY(check_alias(&v, "out", &a->out, "x", &a->x));
+    GDN_TRY(check_alias(&v, "out", &a->out, "z", &a->z));
     const named_tensor others[] = {NAMED(a, weight)};
-    TRY(check_written(&v, "out", &a->out, others, 1));
-    TRY(check_finite(&v, "eps", a->eps, false));
+    GDN_TRY(check_written(&v, "out", &a->out, others, 1));
+    GDN_TRY(check_finite(&v, "eps", a->eps, false));
     p->rows = gdn_row_count(&a->x);
     return GDN_OK;
 }
@@ -664,11 +665,11 @@ static gdn_status check_delta_state(const vctx *v, const gdn_delta_rule_args *a,
                                     int64_t K, int64_t V)
 {
     const gdn_tensor *s = &a->state;
-    TRY(check_tensor(v, "state", s, 4, 4, M_F32 | M_BF16, false));
-    TRY(check_dim(v, "state", s, 1, HV, "value heads HV"));
+    GDN_TRY(check_tensor(v, "state", s, 4, 4, M_F32 | M_BF16, false));
+    GDN_TRY(check_dim(v, "state", s, 1, HV, "value heads HV"));
     bool kv = a->state_layout == GDN_STATE_KV;
-    TRY(check_dim(v, "state", s, 2, kv ? K : V, kv ? "K, layout KV" : "V, layout VK"));
-    TRY(check_dim(v, "state", s, 3, kv ? V : K, kv ? "V, layout KV" : "K, layout VK"));
+    GDN_TRY(check_dim(v, "state", s, 2, kv ? K : V, kv ? "K, layout KV" : "V, layout VK"));
+    GDN_TRY(check_dim(v, "state", s, 3, kv ? V : K, kv ? "V, layout KV" : "K, layout VK"));
     return GDN_OK;
 }
 
@@ -676,10 +677,10 @@ static gdn_status check_delta_state(const vctx *v, const gdn_delta_rule_args *a,
 static gdn_status check_per_token(const vctx *v, const char *name, const gdn_tensor *t,
                                   const gdn_delta_rule_problem *p)
 {
-    TRY(check_tensor(v, name, t, 3, 3, M_FLOAT, true));
-    TRY(check_dim(v, name, t, 0, p->B, "batch B = q.shape[0]"));
-    TRY(check_dim(v, name, t, 1, p->T, "tokens T = q.shape[1]"));
-    TRY(check_dim(v, name, t, 2, p->HV, "value heads HV = v.shape[2]"));
+    GDN_TRY(check_tensor(v, name, t, 3, 3, M_FLOAT, true));
+    GDN_TRY(check_dim(v, name, t, 0, p->B, "batch B = q.shape[0]"));
+    GDN_TRY(check_dim(v, name, t, 1, p->T, "tokens T = q.shape[1]"));
+    GDN_TRY(check_dim(v, name, t, 2, p->HV, "value heads HV = v.shape[2]"));
     return GDN_OK;
 }
 
@@ -692,47 +693,47 @@ gdn_status gdn_validate_delta_rule(gdn_context *ctx, const char *fn,
     memset(p, 0, sizeof *p);
     p->a = *a;
     a = &p->a;
-    TRY(check_tensor(&v, "q", &a->q, 4, 4, M_FLOAT, true));
+    GDN_TRY(check_tensor(&v, "q", &a->q, 4, 4, M_FLOAT, true));
     p->B = a->q.shape[0];
     p->T = a->q.shape[1];
     p->H = a->q.shape[2];
     p->K = a->q.shape[3];
-    TRY(check_positive(&v, "q", &a->q, 2, "key heads H"));
-    TRY(check_positive(&v, "q", &a->q, 3, "key dim K"));
-    TRY(check_head_dim(&v, "q", &a->q, 3, "key dim K"));
-    TRY(check_tensor(&v, "k", &a->k, 4, 4, M_FLOAT, true));
-    TRY(check_same_dtype(&v, "k", &a->k, "q", &a->q));
-    TRY(check_same_shape(&v, "k", &a->k, "q", &a->q));
-    TRY(check_tensor(&v, "v", &a->v, 4, 4, M_FLOAT, true));
-    TRY(check_same_dtype(&v, "v", &a->v, "q", &a->q));
-    TRY(check_dim(&v, "v", &a->v, 0, p->B, "batch B = q.shape[0]"));
-    TRY(check_dim(&v, "v", &a->v, 1, p->T, "tokens T = q.shape[1]"));
+    GDN_TRY(check_positive(&v, "q", &a->q, 2, "key heads H"));
+    GDN_TRY(check_positive(&v, "q", &a->q, 3, "key dim K"));
+    GDN_TRY(check_head_dim(&v, "q", &a->q, 3, "key dim K"));
+    GDN_TRY(check_tensor(&v, "k", &a->k, 4, 4, M_FLOAT, true));
+    GDN_TRY(check_same_dtype(&v, "k", &a->k, "q", &a->q));
+    GDN_TRY(check_same_shape(&v, "k", &a->k, "q", &a->q));
+    GDN_TRY(check_tensor(&v, "v", &a->v, 4, 4, M_FLOAT, true));
+    GDN_TRY(check_same_dtype(&v, "v", &a->v, "q", &a->q));
+    GDN_TRY(check_dim(&v, "v", &a->v, 0, p->B, "batch B = q.shape[0]"));
+    GDN_TRY(check_dim(&v, "v", &a->v, 1, p->T, "tokens T = q.shape[1]"));
     p->HV = a->v.shape[2];
     p->V = a->v.shape[3];
-    TRY(check_positive(&v, "v", &a->v, 2, "value heads HV"));
-    TRY(check_positive(&v, "v", &a->v, 3, "value dim V"));
-    TRY(check_head_dim(&v, "v", &a->v, 3, "value dim V"));
+    GDN_TRY(check_positive(&v, "v", &a->v, 2, "value heads HV"));
+    GDN_TRY(check_positive(&v, "v", &a->v, 3, "value dim V"));
+    GDN_TRY(check_head_dim(&v, "v", &a->v, 3, "value dim V"));
     if (p->HV % p->H != 0)
         return FAIL(&v, GDN_ERR_SHAPE, "v.shape[2] (HV) is %lld, expected a multiple of "
                     "q.shape[2] (H = %lld)", (long long)p->HV, (long long)p->H);
     p->ratio = p->HV / p->H;
     if (present(&a->g) || a->gate_in_kernel)
-        TRY(check_per_token(&v, "g", &a->g, p));
-    TRY(check_per_token(&v, "beta", &a->beta, p));
-    TRY(check_tensor(&v, "out", &a->out, 4, 4, M_FLOAT, true));
-    TRY(check_same_shape(&v, "out", &a->out, "v", &a->v));
-    TRY(check_disjoint(&v, "out", &a->out, "q", &a->q));
-    TRY(check_disjoint(&v, "out", &a->out, "k", &a->k));
-    TRY(check_disjoint(&v, "out", &a->out, "v", &a->v));
-    TRY(check_delta_options(&v, a));
+        GDN_TRY(check_per_token(&v, "g", &a->g, p));
+    GDN_TRY(check_per_token(&v, "beta", &a->beta, p));
+    GDN_TRY(check_tensor(&v, "out", &a->out, 4, 4, M_FLOAT, true));
+    GDN_TRY(check_same_shape(&v, "out", &a->out, "v", &a->v));
+    GDN_TRY(check_disjoint(&v, "out", &a->out, "q", &a->q));
+    GDN_TRY(check_disjoint(&v, "out", &a->out, "k", &a->k));
+    GDN_TRY(check_disjoint(&v, "out", &a->out, "v", &a->v));
+    GDN_TRY(check_delta_options(&v, a));
     if (a->gate_in_kernel)
-        TRY(check_gating_params(&v, &a->gating, p->HV, "gating."));
+        GDN_TRY(check_gating_params(&v, &a->gating, p->HV, "gating."));
     p->has_state = present(&a->state);
     if (p->has_state) {
-        TRY(check_delta_state(&v, a, p->HV, p->K, p->V));
+        GDN_TRY(check_delta_state(&v, a, p->HV, p->K, p->V));
         p->S = a->state.shape[0];
     }
-    TRY(resolve_seqs(&v, p->B, p->T, &a->cu_seqlens, &a->state_slots, &a->has_initial_state,
+    GDN_TRY(resolve_seqs(&v, p->B, p->T, &a->cu_seqlens, &a->state_slots, &a->has_initial_state,
                      "state", p->has_state, p->S, &p->seqs, &p->max_len));
     const gdn_tensor none = gdn_tensor_none(); /* the gating tensors, when it is not used */
     const bool gated = a->gate_in_kernel;
@@ -741,9 +742,9 @@ gdn_status gdn_validate_delta_rule(gdn_context *ctx, const char *fn,
         NAMED(a, cu_seqlens), {"gating.A", gated ? &a->gating.A : &none},
         {"gating.dt_bias", gated ? &a->gating.dt_bias : &none}, NAMED(a, q), NAMED(a, k),
         NAMED(a, v), NAMED(a, out)};
-    TRY(check_written(&v, "out", &a->out, others, 7)); /* q, k, v: checked above */
+    GDN_TRY(check_written(&v, "out", &a->out, others, 7)); /* q, k, v: checked above */
     if (p->has_state)
-        TRY(check_written(&v, "state", &a->state, others, 11));
+        GDN_TRY(check_written(&v, "state", &a->state, others, 11));
     p->scale = a->scale != 0.0f ? (double)a->scale : 1.0 / sqrt((double)p->K);
     p->chunk = a->chunk_size ? a->chunk_size : 64;
     return GDN_OK;

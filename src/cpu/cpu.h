@@ -1,5 +1,8 @@
 /* The CPU backend: a thread pool, a runtime-selected ISA level and kernels compiled once per
- * level (cpu_recurrent_<isa>.c share cpu_recurrent_impl.h). */
+ * level (cpu_recurrent_<isa>.c share cpu_recurrent_impl.h). Its files call one another one way
+ * only: cpu_backend.c (op table, ISA level, recurrent dispatch) -> cpu_chunked.c (the chunked
+ * driver), cpu_pointwise.c and the kernels (cpu_recurrent_<isa>.c, cpu_chunked_<isa>.c) ->
+ * cpu_gates.c, cpu_pool.c -> src/core (and src/ref's gating and norm formulas). */
 #ifndef GDN_CPU_H
 #define GDN_CPU_H
 
@@ -180,7 +183,7 @@ typedef struct cpu_backend_state {
 } cpu_backend_state;
 
 /* The log-decay g and write strength beta of token `tok` of value head hv in batch row `row`,
- * gated by the reference's formulas when the call asks for in-kernel gating (cpu_backend.c). */
+ * gated by the reference's formulas when the call asks for in-kernel gating (cpu_gates.c). */
 void cpu_token_gates(const gdn_delta_rule_problem *p, int64_t row, int64_t tok, int64_t hv,
                      double *g, double *beta);
 

@@ -5,8 +5,7 @@
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE /* syscall() for the AMX permission request */
 #include "cpu.h"
-
-#include "../ref/ref.h"
+#include "../core/status.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -113,11 +112,7 @@ static gdn_status cpu_init(gdn_context *ctx)
     cpu_backend_state *s = calloc(1, sizeof *s);
     if (!s)
         return gdn_fail(ctx, GDN_ERR_NO_MEMORY, "gdn_context_create", "out of memory");
-    gdn_status st = choose_isa(ctx, &s->isa);
-    if (st != GDN_OK) {
-        free(s);
-        return st;
-    }
+    GDN_TRY_ELSE(choose_isa(ctx, &s->isa), free(s));
     s->chunk = chunk_kernels(s->isa);
     s->chunk_bf16 = chunk_bf16_kernels(s->isa);
     long online = sysconf(_SC_NPROCESSORS_ONLN);
@@ -139,20 +134,6 @@ static void cpu_fini(gdn_context *ctx)
     if (s)
         cpu_pool_destroy(s->pool);
     free(s);
-}
-
-void cpu_token_gates(const gdn_delta_rule_problem *p, int64_t row, int64_t tok, int64_t hv,
-                     double *g, double *beta)
-{
-    const gdn_delta_rule_args *a = &p->a;
-    const int64_t go = row * a->g.stride[0] + tok * a->g.stride[1] + hv * a->g.stride[2];
-    const int64_t bo = row * a->beta.stride[0] + tok * a->beta.stride[1] + hv * a->beta.stride[2];
-    *g = a->g.data ? gdn_load(&a->g, go) : 0.0;
-    *beta = gdn_load(&a->beta, bo);
-    if (a->gate_in_kernel) { /* a few double ops a token and head */
-        *g = ref_gate_g(&a->gating, hv, *g);
-        *beta = ref_gate_beta(&a->gating, *beta);
-    }
 }
 
 size_t cpu_recurrent_scratch_floats(const gdn_delta_rule_problem *p)
@@ -202,6 +183,26 @@ static gdn_status cpu_delta_rule(gdn_context *ctx, const gdn_delta_rule_problem 
     return GDN_OK;
 }
 
+static int cpu_num_threads(const gdn_context *ctx)
+{
+    const cpu_backend_state *s = ctx->backend_state;
+    return s ? cpu_pool_threads(s->pool) : 0;
+}
+
+static gdn_cpu_isa cpu_isa(const gdn_context *ctx)
+{
+    const cpu_backend_state *s = ctx->backend_state;
+    return s ? s->isa : GDN_ISA_AUTO;
+}
+
+static gdn_bf16_products cpu_bf16_products(const gdn_context *ctx)
+{
+    const cpu_backend_state *s = ctx->backend_state;
+    if (!s || !s->chunk_bf16)
+        return GDN_BF16_PRODUCTS_F32;
+    return s->chunk_bf16 == cpu_chunk_amx ? GDN_BF16_PRODUCTS_AMX : GDN_BF16_PRODUCTS_AVX512BF16;
+}
+
 const gdn_backend_ops gdn_cpu_backend = {
     .id = GDN_BACKEND_CPU,
     .name = "cpu",
@@ -214,24 +215,7 @@ const gdn_backend_ops gdn_cpu_backend = {
     .rmsnorm_gated = cpu_rmsnorm_gated,
     .delta_rule_workspace = cpu_delta_rule_workspace,
     .delta_rule = cpu_delta_rule,
+    .num_threads = cpu_num_threads,
+    .cpu_isa = cpu_isa,
+    .bf16_products = cpu_bf16_products,
 };
-
-int gdn_cpu_backend_threads(const gdn_context *ctx)
-{
-    const cpu_backend_state *s = ctx->backend_state;
-    return s ? cpu_pool_threads(s->pool) : 0;
-}
-
-gdn_cpu_isa gdn_cpu_backend_isa(const gdn_context *ctx)
-{
-    const cpu_backend_state *s = ctx->backend_state;
-    return s ? s->isa : GDN_ISA_AUTO;
-}
-
-gdn_bf16_products gdn_cpu_backend_bf16_products(const gdn_context *ctx)
-{
-    const cpu_backend_state *s = ctx->backend_state;
-    if (!s || !s->chunk_bf16)
-        return GDN_BF16_PRODUCTS_F32;
-    return s->chunk_bf16 == cpu_chunk_amx ? GDN_BF16_PRODUCTS_AMX : GDN_BF16_PRODUCTS_AVX512BF16;
-}
