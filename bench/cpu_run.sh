@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The CPU backend on a bigger host (the GPU machines' CPUs have AMX): a CPU-only build, the CPU
-# tests at every ISA level the host has, `gdn info`, and `gdn bench --backend cpu` on 2 threads
-# (the CPU issue's setting). Usage: bash bench/cpu_run.sh [threads]; results under $OUT (or /tmp).
+# tests at every ISA level the host has, `gdn info`, the peaks, and `gdn bench --backend cpu` on 2
+# threads (the CPU issue's setting). Usage: bash bench/cpu_run.sh [threads]; results under $OUT (or /tmp).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 threads=${1:-2}
@@ -13,6 +13,8 @@ cmake --build build-cpu -j"$jobs" 2>&1 | grep -E "warning|error" || true
 echo "== CPU tests"
 (cd build-cpu && ctest -L cpu -j4 --output-on-failure 2>&1 | tail -5)
 ./build-cpu/tests/test_cpu | grep -E "amx|passed|FAIL" | head -20
+echo "== the peaks per ISA level on $threads threads"
+./build-cpu/tools/gdn bench --backend cpu --threads "$threads" --op peak
 echo "== gdn bench --backend cpu --threads $threads"
 ./build-cpu/tools/gdn bench --backend cpu --threads "$threads" --json "$out/cpu_bench.json"
 python3 - "$out/cpu_bench.json" <<'PY'

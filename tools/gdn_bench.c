@@ -264,7 +264,7 @@ int cmd_bench(int argc, char **argv)
     /* --json FILE is bench's own option; the rest are the common ones */
     const char *json_path = NULL;
     gdn_state_layout layout = GDN_STATE_KV;
-    const char *op = "all"; /* --op decode|prefill: only those rows (cuda) */
+    const char *op = "all"; /* --op decode|prefill: only those rows; peak: the cpu peaks */
     int64_t batches[8] = {1, 16, 64, 256}; /* --batches B1,B2,...: the decode rows */
     int nb = 4;
     int64_t tokens = 1; /* --tokens T: tokens per sequence in the decode rows (1..16) */
@@ -291,8 +291,10 @@ int cmd_bench(int argc, char **argv)
             rest[n++] = argv[i];
     }
     rest[n] = NULL;
-    if (strcmp(op, "all") && strcmp(op, "decode") && strcmp(op, "prefill")) {
-        fprintf(stderr, "gdn bench: --op is '%s', expected decode, prefill or all\n", op);
+    if (strcmp(op, "all") && strcmp(op, "decode") && strcmp(op, "prefill") &&
+        strcmp(op, "peak")) {
+        fprintf(stderr, "gdn bench: --op is '%s', expected decode, prefill, peak (cpu) or all\n",
+                op);
         return 2;
     }
     const bool do_decode = strcmp(op, "prefill") != 0, do_prefill = strcmp(op, "decode") != 0;
@@ -304,9 +306,14 @@ int cmd_bench(int argc, char **argv)
         return 1;
     gdn_backend be = gdn_context_backend(ctx);
     if (be == GDN_BACKEND_CPU) {
-        int rc = bench_cpu(ctx, o.json, json_path, o.seed);
+        int rc = bench_cpu(ctx, op, o.json, json_path, o.seed);
         gdn_context_destroy(ctx);
         return rc;
+    }
+    if (!strcmp(op, "peak")) {
+        fprintf(stderr, "gdn bench: --op peak measures the cpu's peaks, expected --backend cpu\n");
+        gdn_context_destroy(ctx);
+        return 2;
     }
     bool device = be == GDN_BACKEND_CUDA;
     const gdn_dtype prefill_dtype = o.dtype_given ? o.dtype : GDN_BF16; /* (--dtype) */

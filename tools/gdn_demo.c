@@ -123,14 +123,8 @@ static gdn_tensor heads_view(const gdn_tensor *conv_out, int64_t t0, int64_t len
     return v;
 }
 
-#define RUN(call)                                                                                  \
-    do {                                                                                           \
-        gdn_status st_ = (call);                                                                   \
-        if (st_ != GDN_OK) {                                                                       \
-            fprintf(stderr, "gdn demo: %s\n", gdn_last_error(ctx));                                \
-            return st_;                                                                            \
-        }                                                                                          \
-    } while (0)
+/* A failed op ends run_tokens with its status, after printing libgdn's message. */
+#define RUN(call) GDN_TRY_ELSE(call, fprintf(stderr, "gdn demo: %s\n", gdn_last_error(ctx)))
 
 /* Tokens [t0, t0 + len) through conv, gating, l2norm and the delta rule. `decode` uses the
  * single-token conv update and continues from the pools; otherwise the conv and the recurrence

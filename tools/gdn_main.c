@@ -1,34 +1,106 @@
 /* gdn: the libgdn command-line tool. */
 #include "gdn_tool.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static void usage(FILE *f)
+/* Each subcommand's usage: `gdn <command> --help` (or -h, or `gdn help <command>`) prints it on
+ * stdout and exits 0. */
+static const char usage_demo[] =
+    "usage: gdn demo [--backend B] [--threads N] [--dtype f32|bf16|f16] [--json]\n"
+    "\n"
+    "The main job: a Qwen3.5-shaped GDN block (H=16, HV=32, K=V=128, conv width 4) on\n"
+    "deterministic inputs: conv + gating + L2 norm + chunked prefill of a 4096-token prompt into\n"
+    "a state pool, 64 recurrent decode steps, the gated RMSNorm; verified against one reference\n"
+    "pass over all 4160 tokens. Prints tokens/s per phase; exit status 1 if verification fails.\n"
+    "\n"
+    "  --backend auto|ref|cpu|cuda   backend to run (default auto: cpu)\n"
+    "  --threads N                   cpu threads (default 0: one per CPU)\n"
+    "  --dtype f32|bf16|f16          activation dtype (default f32)\n"
+    "  --json                        machine-readable output\n";
+
+static const char usage_check[] =
+    "usage: gdn check [--backend B] [--threads N] [--seed S] [--json]\n"
+    "\n"
+    "Every op of a backend on random problems against the reference, as a table; exit status 1\n"
+    "on any failure.\n"
+    "\n"
+    "  --backend auto|ref|cpu|cuda   backend to check (default auto: cpu)\n"
+    "  --threads N                   cpu threads (default 0: one per CPU)\n"
+    "  --seed S                      replay a run (default: fresh, or $GDN_SEED)\n"
+    "  --json                        one JSON object per case\n";
+
+static const char usage_bench[] =
+    "usage: gdn bench [--backend B] [--threads N] [--op decode|prefill|peak|all]\n"
+    "                 [--layout kv|vk] [--batches B1,B2,...] [--tokens T]\n"
+    "                 [--dtype bf16|f16|f32] [--json FILE]\n"
+    "\n"
+    "cuda: decode rows (B = 1, 16, 64, 256; HV=32, H=16, K=V=128) against a copy measured in\n"
+    "the same run, and prefill rows (T = 8192 to 131072) in TFLOP/s.\n"
+    "cpu: prefill (T = 1024, 4096, 16384 x HV = 32, 8 x f32, bf16) and decode (B = 1, 16, 64)\n"
+    "rows against a four-pass f32 baseline (vs_baseline) and the f32 FMA peak (or the bf16\n"
+    "products' peak) measured first on the same threads (peak_fraction); a peak_fraction above\n"
+    "1 means the peak was measured wrong, and the bench fails instead of reporting it.\n"
+    "\n"
+    "  --backend auto|ref|cpu|cuda   backend to run (default auto: cpu)\n"
+    "  --threads N                   cpu threads (default 0: one per CPU)\n"
+    "  --op decode|prefill|all       only those rows (default all); cpu: --op peak measures\n"
+    "                                the peaks alone, per ISA level, with the core clock\n"
+    "  --layout kv|vk                decode rows' state layout (default kv)\n"
+    "  --batches B1,B2,...           decode rows' batch sizes (up to 8, each 1..4096)\n"
+    "  --tokens T                    decode rows' tokens per sequence (1..16, default 1)\n"
+    "  --dtype bf16|f16|f32          cuda prefill rows' q/k/v/out dtype (default bf16)\n"
+    "  --json FILE                   also write one JSON object per row to FILE\n";
+
+static const char usage_info[] =
+    "usage: gdn info [--backend B] [--threads N] [--json]\n"
+    "\n"
+    "Version, compiled backends, CPU features, the cpu backend's ISA level, threads and bf16\n"
+    "products, CUDA devices.\n"
+    "\n"
+    "  --backend auto|ref|cpu|cuda   the backend to report as selected (default auto)\n"
+    "  --threads N                   cpu threads (default 0: one per CPU)\n"
+    "  --json                        machine-readable output\n";
+
+static const char usage_main[] =
+    "usage: gdn <command> [options]     (gdn <command> --help: that command's options)\n"
+    "\n"
+    "commands:\n"
+    "  demo    the main job: a Qwen3.5-shaped GDN block (H=16, HV=32, K=V=128, conv\n"
+    "          width 4): 4096-token chunked prefill into a state pool, 64 recurrent\n"
+    "          decode steps, gated RMSNorm; verified against one reference pass\n"
+    "  check   conformance sweep of every op on random problems against the reference\n"
+    "  bench   decode and prefill rows: cuda against a measured copy, cpu against a\n"
+    "          four-pass baseline and the measured FMA peak\n"
+    "  info    version, compiled backends, CPU features, CUDA devices\n"
+    "  help    this text, or `gdn help <command>`\n"
+    "  version the version\n"
+    "\n"
+    "common options:\n"
+    "  --backend auto|ref|cpu|cuda   backend to run (default auto)\n"
+    "  --threads N                   CPU threads (default: all)\n"
+    "  --json                        machine-readable output\n";
+
+static const struct command {
+    const char *name;
+    int (*run)(int, char **);
+    const char *usage;
+} commands[] = {{"demo", cmd_demo, usage_demo},
+                {"check", cmd_check, usage_check},
+                {"bench", cmd_bench, usage_bench},
+                {"info", cmd_info, usage_info}};
+
+static const struct command *find_command(const char *name)
 {
-    fprintf(f,
-            "usage: gdn <command> [options]\n"
-            "\n"
-            "commands:\n"
-            "  demo    the main job: a Qwen3.5-shaped GDN block (H=16, HV=32, K=V=128, conv\n"
-            "          width 4): 4096-token chunked prefill into a state pool, 64 recurrent\n"
-            "          decode steps, gated RMSNorm; verified against one reference pass\n"
-            "  check   conformance sweep of every op on random problems against the reference\n"
-            "  bench   decode benchmark (B = 1, 16, 64, 256; HV=32, H=16, K=V=128), cuda prefill\n"
-            "          rows, cpu prefill and decode rows; --json FILE, --layout kv|vk,\n"
-            "          --op decode|prefill|all (cuda), --batches B1,B2,... and --tokens T\n"
-            "          (decode rows: batch sizes, tokens per sequence 1..16)\n"
-            "  info    version, compiled backends, CPU features, CUDA devices\n"
-            "\n"
-            "options:\n"
-            "  --backend auto|ref|cpu|cuda   backend to run (default auto)\n"
-            "  --threads N                   CPU threads (default: all)\n"
-            "  --dtype f32|bf16|f16          activation dtype (demo, default f32; bench's\n"
-            "                                prefill rows' q/k/v/out, default bf16)\n"
-            "  --seed S                      random seed (check; default fresh, or GDN_SEED)\n"
-            "  --json                        machine-readable output\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(name, commands[i].name))
+            return &commands[i];
+    return NULL;
 }
+
+static bool is_help(const char *arg) { return !strcmp(arg, "-h") || !strcmp(arg, "--help"); }
 
 static int parse_backend(const char *s, gdn_backend *b)
 {
@@ -198,23 +270,32 @@ int cmd_info(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") ||
-        !strcmp(argv[1], "help")) {
-        usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+    if (argc < 2) {
+        fputs(usage_main, stderr);
+        return 2;
+    }
+    if (is_help(argv[1]) || !strcmp(argv[1], "help")) {
+        const struct command *c = argc > 2 && !is_help(argv[1]) ? find_command(argv[2]) : NULL;
+        if (argc > 2 && !is_help(argv[1]) && !c) {
+            fprintf(stderr, "gdn help: unknown command '%s'\n\n%s", argv[2], usage_main);
+            return 2;
+        }
+        fputs(c ? c->usage : usage_main, stdout);
+        return 0;
     }
     if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
         printf("gdn %s\n", gdn_version_string());
         return 0;
     }
-    static const struct {
-        const char *name;
-        int (*run)(int, char **);
-    } cmds[] = {{"demo", cmd_demo}, {"check", cmd_check}, {"bench", cmd_bench}, {"info", cmd_info}};
-    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
-        if (!strcmp(argv[1], cmds[i].name))
-            return cmds[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "gdn: unknown command '%s'\n\n", argv[1]);
-    usage(stderr);
-    return 2;
+    const struct command *c = find_command(argv[1]);
+    if (!c) {
+        fprintf(stderr, "gdn: unknown command '%s'\n\n%s", argv[1], usage_main);
+        return 2;
+    }
+    for (int i = 2; i < argc; i++) /* --help anywhere among the options: the usage, nothing run */
+        if (is_help(argv[i])) {
+            fputs(c->usage, stdout);
+            return 0;
+        }
+    return c->run(argc - 1, argv + 1);
 }

@@ -8,8 +8,8 @@ int cmd_info(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
-/* gdn bench's rows for the cpu backend (gdn_bench_cpu.c). */
-int bench_cpu(gdn_context *ctx, bool json, const char *json_path, uint64_t seed);
+/* gdn bench's rows for the cpu backend (gdn_bench_cpu.c): op is all, prefill, decode or peak. */
+int bench_cpu(gdn_context *ctx, const char *op, bool json, const char *json_path, uint64_t seed);
 
 /* Options every subcommand shares. */
 typedef struct tool_options {
@@ -23,7 +23,7 @@ typedef struct tool_options {
 } tool_options;
 
 /* Parses --backend B, --threads N, --json, --dtype D, --seed S. Returns 0, or prints the
- * problem and returns 2 (also for an unknown option, unless it is in `extra`). */
+ * problem and returns 2 (also for an unknown option). --help never reaches it (gdn_main.c). */
 int parse_common_options(int argc, char **argv, tool_options *o);
 /* A context for the options' backend; prints gdn's message and returns NULL on failure. */
 gdn_context *open_context(const tool_options *o);

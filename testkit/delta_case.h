@@ -1,8 +1,8 @@
 /* Random gated-delta-rule problems for tests and `gdn check`: inputs drawn so the recurrence is
  * stable (unit keys, beta in (0, 1] or (0, 2) with allow_neg_eigval), every layout option, a
  * state pool with slot indirection, and outputs poisoned before each run. */
-#ifndef GDN_TOOLS_DELTA_CASE_H
-#define GDN_TOOLS_DELTA_CASE_H
+#ifndef GDN_TESTKIT_DELTA_CASE_H
+#define GDN_TESTKIT_DELTA_CASE_H
 
 #include "common.h"
 

@@ -1,9 +1,10 @@
 /* The bf16 peaks for `gdn bench --backend cpu`, each thread running back-to-back products into
  * independent f32 accumulators: AMX, TDPBF16PS into four 16 x 16 tiles (2 x 16 x 16 x 32 flops
- * each); AVX512-BF16, VDPBF16PS into twelve zmm registers (2 x 16 x 2 flops each). Built with the
+ * each); AVX512-BF16, VDPBF16PS into sixteen zmm registers (2 x 16 x 2 flops each: 2 ports x 5-6
+ * cycles of latency need 10-12 chains). Built with the
  * instruction flags where the compiler has them; elsewhere a peak reads 0 (not measured). The
  * cpu context asks the OS for the tile state before the AMX peak runs (its amx level). */
-#include "bench_baseline.h"
+#include "bench_peak.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -69,7 +70,7 @@ double bench_amx_peak_gflops(int threads)
 #endif
 
 #if defined(__AVX512BF16__) && defined(__AVX512F__)
-enum { DP_ITERS = 10000000, DP_ACCS = 12 };
+enum { DP_ITERS = 10000000, DP_ACCS = 16 };
 
 static void *dpbf16_worker(void *arg)
 {
@@ -78,6 +79,7 @@ static void *dpbf16_worker(void *arg)
         acc[r] = _mm512_setzero_ps();
     const __m512bh a = (__m512bh)_mm512_set1_epi32(0x3f803f80), b = a; /* pairs of 1.0 */
     for (int i = 0; i < DP_ITERS; i++)
+#pragma GCC unroll 16
         for (int r = 0; r < DP_ACCS; r++)
             acc[r] = _mm512_dpbf16_ps(acc[r], a, b);
     float sum = 0.0f;

@@ -1,7 +1,7 @@
 /* Device memory, timing and graph helpers for the tool and the tests. Without the CUDA backend
  * every function reports "no device" (see device_none.c). */
-#ifndef GDN_TOOLS_DEVICE_H
-#define GDN_TOOLS_DEVICE_H
+#ifndef GDN_TESTKIT_DEVICE_H
+#define GDN_TESTKIT_DEVICE_H
 
 #include "gdn.h"
 

@@ -1,10 +1,11 @@
 /* Body of the baseline, compiled once for AVX-512 and once for the baseline ISA
- * (bench_baseline_avx512.c, bench_baseline_generic.c); BASELINE_NAME names the entry points. */
+ * (bench_baseline_avx512.c, bench_baseline_generic.c); BASELINE_NAME names the entry point. */
 #include "bench_baseline.h"
 
-#include <pthread.h>
-#include <string.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
 
 #define CAT2(a, b) a##b
 #define CAT(a, b) CAT2(a, b)
@@ -64,9 +65,16 @@ static void *worker(void *arg)
 
 void CAT(BASELINE_NAME, _run)(const baseline_problem *p, int threads)
 {
-    pthread_t tid[64];
-    job jobs[64];
-    threads = threads < 1 ? 1 : threads > 64 ? 64 : threads; /* the caller's thread runs job 0 */
+    threads = threads < 1 ? 1 : threads; /* the caller's thread runs job 0 */
+    pthread_t *tid = malloc((size_t)threads * sizeof *tid);
+    job *jobs = malloc((size_t)threads * sizeof *jobs);
+    if (!tid || !jobs) { /* no memory for the threads: every task on the caller's */
+        free(tid);
+        free(jobs);
+        job one = {p, 1, 0};
+        worker(&one);
+        return;
+    }
     for (int i = 0; i < threads; i++) {
         jobs[i] = (job){p, threads, i};
         if (i)
@@ -75,28 +83,6 @@ void CAT(BASELINE_NAME, _run)(const baseline_problem *p, int threads)
     worker(&jobs[0]);
     for (int i = 1; i < threads; i++)
         pthread_join(tid[i], NULL);
+    free(tid);
+    free(jobs);
 }
-
-/* 12 independent vector FMA chains per thread, long enough to hide thread start-up. */
-typedef float pv __attribute__((vector_size(PEAK_LANES * sizeof(float))));
-
-static void *peak_worker(void *arg)
-{
-    volatile float *sink = arg;
-    pv acc[12], x = (pv){0} + 1.0000001f, y = (pv){0} + 0.9999999f;
-    for (int j = 0; j < 12; j++)
-        acc[j] = (pv){0} + (float)j;
-    for (long it = 0; it < 20000000L; it++)
-#pragma GCC unroll 12
-        for (int j = 0; j < 12; j++)
-            acc[j] = acc[j] * x + y;
-    float s = 0.0f;
-    for (int j = 0; j < 12; j++)
-        s += acc[j][0];
-    *sink = s;
-    return NULL;
-}
-
-/* The FMA peak's per-thread work, for peak_gflops (bench_baseline.c): the worker and its flops. */
-void *CAT(BASELINE_NAME, _fma_worker)(void *sink) { return peak_worker(sink); }
-const double CAT(BASELINE_NAME, _fma_flops) = 2.0 * 12 * PEAK_LANES * 20000000.0;

@@ -1,9 +1,10 @@
-/* Helpers shared by the gdn tool and the tests: deterministic random numbers, host tensors,
- * comparisons and a clock. Not part of the library. */
-#ifndef GDN_TOOLS_COMMON_H
-#define GDN_TOOLS_COMMON_H
+/* Helpers shared by the gdn tool, the tests and the fuzzers (the testkit): deterministic random
+ * numbers, host tensors, comparisons and a clock. Not part of the library. */
+#ifndef GDN_TESTKIT_COMMON_H
+#define GDN_TESTKIT_COMMON_H
 
 #include "gdn.h"
+#include "../src/core/status.h" /* GDN_TRY, GDN_TRY_ELSE: the library's own macros */
 
 #include <stdbool.h>
 #include <stdint.h>
