@@ -3,6 +3,7 @@
 #include "cuda_common.cuh"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 extern "C" gdn_status cuda_check(gdn_context *ctx, const char *fn)
 {
@@ -35,7 +36,18 @@ static gdn_status cuda_init(gdn_context *ctx)
                         (int)ctx->opts.cuda_device, count);
     if (cudaSetDevice(ctx->opts.cuda_device) != cudaSuccess)
         return cuda_check(ctx, "gdn_context_create");
+    // what the delta rule keeps between the steps of a call (cuda_delta_rule_op.cu)
+    ctx->backend_state = calloc(1, sizeof(cuda_ctx_state));
+    if (!ctx->backend_state)
+        return gdn_fail(ctx, GDN_ERR_NO_MEMORY, "gdn_context_create",
+                        "out of memory allocating the cuda context's state");
     return GDN_OK;
+}
+
+static void cuda_fini(gdn_context *ctx)
+{
+    free(ctx->backend_state);
+    ctx->backend_state = nullptr;
 }
 
 // Makes the context's device current before each op, so that a caller juggling devices on one
@@ -70,7 +82,7 @@ extern "C" const gdn_backend_ops gdn_cuda_backend = {
     /* name */ "cuda",
     /* device_pointers */ true,
     /* init */ cuda_init,
-    /* fini */ nullptr,
+    /* fini */ cuda_fini,
     /* enter */ cuda_enter,
     /* workspace_alloc */ cuda_workspace_alloc,
     /* workspace_free */ cuda_workspace_free,
@@ -83,4 +95,5 @@ extern "C" const gdn_backend_ops gdn_cuda_backend = {
     /* check_delta_rule */ cuda_check_delta_rule,
     /* delta_rule_workspace */ cuda_delta_rule_workspace,
     /* delta_rule */ cuda_delta_rule,
+    /* device_count */ gdn_cuda_device_count,
 };

@@ -4,6 +4,7 @@
 #define GDN_CUDA_COMMON_CUH
 
 #include "../core/gdn_internal.h"
+#include "cuda_chunk_plan.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -45,47 +46,6 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(flo
     return __float2bfloat16_rn(x);
 }
 template <> __device__ __forceinline__ __half from_f32<__half>(float x) { return __float2half_rn(x); }
-
-// ---- cp.async (sm_80 and up): 16-byte copies from global to shared memory that hold no
-// registers while in flight ----
-
-// 16 bytes from global to the shared-memory address dst (a 32-bit shared-window address).
-__device__ __forceinline__ void cp_async16s(unsigned dst, const void *src)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
-}
-
-__device__ __forceinline__ void cp_async16(void *smem, const void *src)
-{
-    cp_async16s(static_cast<unsigned>(__cvta_generic_to_shared(smem)), src);
-}
-
-// cp_async16, or 16 zero bytes when !valid (src-size 0 reads nothing).
-__device__ __forceinline__ void cp_async16_zfill(void *smem, const void *src, bool valid)
-{
-    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-                 "r"(valid ? 16 : 0));
-}
-
-// Waits for all of this thread's cp.async copies.
-__device__ __forceinline__ void cp_async_wait_all()
-{
-    asm volatile("cp.async.wait_all;\n" ::: "memory");
-}
-
-// Closes this thread's group of cp.async copies issued so far (cp_async_wait_groups waits on it).
-__device__ __forceinline__ void cp_async_commit()
-{
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
-// Waits until at most N of this thread's committed groups are still in flight.
-template <int N>
-__device__ __forceinline__ void cp_async_wait_groups()
-{
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
 
 // Element i of a rank-1 index or flag tensor (i32, i64, u8).
 template <class Tensor>
@@ -199,12 +159,25 @@ gdn_status cuda_check_delta_rule(gdn_context *ctx, const gdn_delta_rule_problem 
 gdn_status cuda_delta_rule(gdn_context *ctx, const gdn_delta_rule_problem *p, void *workspace);
 size_t cuda_delta_rule_workspace(const gdn_context *ctx, const gdn_delta_rule_problem *p);
 
-// The chunked form (cuda_delta_rule_chunked.cu): whether these shapes fit it on the current
-// device (else GDN_ERR_UNSUPPORTED and the reason in why), its workspace, and the run.
-gdn_status cuda_chunked_supported(const gdn_delta_rule_problem *p, char *why, size_t n);
-size_t cuda_chunked_workspace(const gdn_delta_rule_problem *p);
+// The gated delta rule. cuda_delta_rule_op.cu holds the entry points above: the check plans the
+// call (cuda_chunk_plan.h) and keeps the plan in the context's cuda_ctx_state, where the size
+// query and the run that follow in the same call read it; the run takes the recurrent kernels
+// (cuda_delta_rule.cu, K up to GDN_CUDA_MAX_K) or the chunked form (cuda_delta_rule_chunked.cu
+// and the cuda_chunk_* stages).
+#define GDN_CUDA_MAX_K 256
+
+typedef struct cuda_ctx_state {
+    cuda_chunk_caps caps;                  // the device's, read at the first chunk-sized call
+    bool caps_known;
+    cuda_delta_rule_plan plan;             // the plan of the call in progress
+    const gdn_delta_rule_problem *plan_of; // the problem it was made for (NULL: none)
+} cuda_ctx_state;
+
+gdn_status cuda_delta_rule_recurrent(gdn_context *ctx, const gdn_delta_rule_problem *p);
+// The current device's capabilities, as the planner reads them.
+void cuda_chunk_device_caps(cuda_chunk_caps *caps);
 gdn_status cuda_delta_rule_chunked(gdn_context *ctx, const gdn_delta_rule_problem *p,
-                                   void *workspace);
+                                   const cuda_chunk_plan *plan, void *workspace);
 
 #ifdef __cplusplus
 }

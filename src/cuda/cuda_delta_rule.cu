@@ -18,6 +18,7 @@
 // (back to the slots between tokens, to the pool after the last).
 //
 // Both use o = scale * (q^T S' + (q . k) u), so both reductions come from the first pass.
+#include "cuda_async_copy.cuh"
 #include "cuda_common.cuh"
 
 #include <math.h>
@@ -27,14 +28,13 @@ namespace {
 
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
-constexpr int kMaxK = 256;
+constexpr int kMaxK = GDN_CUDA_MAX_K;
 constexpr int kMaxTile = 64;
 
 // The kernel's arguments hold only what it reads, in the order it reads them. Kernel
 // parameters come through the constant cache, cold at every launch, and a batch-1 step is short
 // enough for its misses to show: with the whole gdn_delta_rule_args (its 80-byte tensors, about
-// 1 KiB in all) they were the batch-1 kernel's largest stall (Nsight Compute, H200: the uniform
-// constant loads held 24% of its stall samples, 14 of them on distinct lines).
+// 1 KiB in all) they were the batch-1 kernel's largest stall (Nsight Compute, docs/PERFORMANCE.md).
 template <int R>
 struct ktensor {
     void *data;
@@ -131,15 +131,14 @@ __device__ __forceinline__ token_scalars token_scalars_of(const dr_tensors &a, i
 }
 
 // The state is read once per call: in the KV layout its loads carry an L2 evict-first policy,
-// so they do not push out the lines the stores are still writing back (measured on an H200:
-// 0.868 -> 0.90 of copy bandwidth at B = 256, 0.790 -> 0.84 at B = 64; the 256-byte L2 prefetch
-// hint on top, or evict-first on the stores as well, measured slower). The VK tiles load without
-// it: with the hint, the 64-row VK tile meets "illegal instruction" on an H200 (CUDA 13.0), a
-// code-generation fault: compute-sanitizer stops at the hinted cp.async, whose SASS (LDGSTS)
-// takes its policy from an odd uniform register, desc[UR1], that nothing writes (the 32-row VK
-// and the KV tiles use an even pair set up before). The 32-row VK tile with the hint ran: H200,
-// B = 64 / 256 at 32 rows, 85.3 -> 83.5 us and 341.4 -> 319.2 us, still slower than the unhinted
-// 64-row tile the launch picks there (85.6 and 308.4 us).
+// so they do not push out the lines the stores are still writing back (about 4 points more of
+// copy bandwidth at B = 64 and 256 on an H200; the 256-byte L2 prefetch hint on top, or
+// evict-first on the stores as well, measured slower; docs/PERFORMANCE.md). The VK tiles load
+// without it: with the hint, the 64-row VK tile meets "illegal instruction" on an H200 (CUDA
+// 13.0), a code-generation fault: compute-sanitizer stops at the hinted cp.async, whose SASS
+// (LDGSTS) takes its policy from an odd uniform register, desc[UR1], that nothing writes (the
+// 32-row VK and the KV tiles use an even pair set up before); and the 32-row VK tile with the
+// hint was still slower than the unhinted 64-row tile the launch picks.
 __device__ __forceinline__ unsigned long long evict_first_policy()
 {
     unsigned long long policy;
@@ -705,17 +704,14 @@ __global__ void __launch_bounds__(kThreads, MINB) recurrent_tiles(const dr_args 
 }
 
 // Value columns (rows) per tile: 8 (recurrent_warps) while the batch is small, then 64 (the tile
-// kernel; 32 when K > 128, where a 256 x 64 tile would not fit in shared memory). Measured on an
-// H200 (HV = 32, K = V = 128, us per step at B = 1 / 4 / 16 / 32 / 64 / 256), KV layout: one warp
-// per 8 columns 4.67 / 7.67 / 23.5 / 43.3 / 82.6 / 322, tiles of 32 5.51 / 8.56 / 24.7 / 44.3 /
-// 83.5 / 327, tiles of 64 6.52 / 9.73 / 24.5 / 41.8 / 75.8 / 284. In the VK layout the warp's
-// loads are 256 contiguous bytes per 16 lanes (in KV, 32-byte pieces of 16 rows), and it is the
-// fastest at every batch: 4.76 / 7.60 / 20.8 / 38.7 / 74.0 / 288 against 6.11 / 8.89 / 25.9 /
-// 46.2 / 85.7 / 342 (32) and 7.43 / 9.74 / 25.4 / 47.0 / 86.0 / 310 (64). With two tokens or more
-// per sequence (speculative verification) the warp kernel keeps its state in registers across the
-// tokens and wins at every batch (KV, B = 16 / 64 / 256: T = 2 28.4 / 97.0 / 374 against 64-wide
-// tiles' 32.7 / 98.4 / 378; T = 4 38.8 / 139 / 542 against 48.2 / 152 / 600; T = 16 at B = 64 427
-// against 526). GDN_CUDA_DECODE_TILE=8|32|64 forces one (tests, benchmarks).
+// kernel; 32 when K > 128, where a 256 x 64 tile would not fit in shared memory). In the KV
+// layout the warp kernel is the fastest while the call has at most kWarpTiles32 tiles of 32
+// columns (B = 16 at HV = 32, V = 128; H200), the 64-wide tiles beyond. In the VK layout the
+// warp's loads are 256 contiguous bytes per 16 lanes (in KV, 32-byte pieces of 16 rows), and it
+// is the fastest at every batch; with two tokens or more per sequence (speculative verification)
+// it keeps its state in registers across the tokens and wins at every batch too
+// (docs/PERFORMANCE.md has the timings). GDN_CUDA_DECODE_TILE=8|32|64 forces one (tests,
+// benchmarks).
 int decode_tile(const gdn_delta_rule_problem *p)
 {
     static int forced = -1;
@@ -773,58 +769,9 @@ gdn_status launch(gdn_context *ctx, dr_args d, int64_t N, cudaStream_t stream)
 
 } // namespace
 
-// AUTO runs the chunked form for prefill-sized calls (32 tokens or more per sequence on
-// average) when the shapes fit it, the recurrent kernel otherwise.
-static bool use_chunked(const gdn_delta_rule_problem *p)
+// The recurrent form of a call (cuda_delta_rule_op.cu picks it): the kernel decode_tile says.
+extern "C" gdn_status cuda_delta_rule_recurrent(gdn_context *ctx, const gdn_delta_rule_problem *p)
 {
-    if (p->a.algorithm != GDN_ALGO_AUTO)
-        return p->a.algorithm == GDN_ALGO_CHUNKED;
-    char why[8];
-    const int64_t N = p->seqs.count, tokens = p->seqs.cu_seqlens ? p->T : N * p->T;
-    return N > 0 && tokens >= 32 * N && cuda_chunked_supported(p, why, sizeof why) == GDN_OK;
-}
-
-extern "C" size_t cuda_delta_rule_workspace(const gdn_context *ctx, const gdn_delta_rule_problem *p)
-{
-    (void)ctx;
-    return use_chunked(p) ? cuda_chunked_workspace(p) : 0;
-}
-
-extern "C" gdn_status cuda_check_delta_rule(gdn_context *ctx, const gdn_delta_rule_problem *p)
-{
-    static const char *fn = "gdn_delta_rule";
-    if (p->a.algorithm == GDN_ALGO_CHUNKED) {
-        char why[256];
-        if (cuda_chunked_supported(p, why, sizeof why) != GDN_OK)
-            return gdn_fail(ctx, GDN_ERR_UNSUPPORTED, fn, "%s", why);
-    }
-    if (p->K > kMaxK)
-        return gdn_fail(ctx, GDN_ERR_UNSUPPORTED, fn, "K is %lld, expected <= %d on cuda",
-                        (long long)p->K, kMaxK);
-    if (!p->has_state)
-        return GDN_OK;
-    const gdn_tensor *s = &p->a.state;
-    if (s->dtype != GDN_F32)
-        return gdn_fail(ctx, GDN_ERR_UNSUPPORTED, fn,
-                        "state.dtype is %s, expected f32 on cuda", gdn_dtype_name(s->dtype));
-    bool kv = p->a.state_layout == GDN_STATE_KV;
-    int64_t inner = kv ? p->V : p->K;
-    bool vec_ok = s->stride[3] == 1 && inner % 4 == 0 && s->stride[0] % 4 == 0 &&
-                  s->stride[1] % 4 == 0 && s->stride[2] % 4 == 0 &&
-                  (uintptr_t)s->data % 16 == 0;
-    if (!vec_ok)
-        return gdn_fail(ctx, GDN_ERR_UNSUPPORTED, fn,
-                        "the cuda backend reads the state pool 16 bytes at a time: expected "
-                        "state.stride[3] == 1, %s %% 4 == 0, the other strides multiples of 4 "
-                        "and a 16-byte aligned pointer", kv ? "V" : "K");
-    return GDN_OK;
-}
-
-extern "C" gdn_status cuda_delta_rule(gdn_context *ctx, const gdn_delta_rule_problem *p,
-                                      void *workspace)
-{
-    if (use_chunked(p))
-        return cuda_delta_rule_chunked(ctx, p, workspace);
     const int64_t N = p->seqs.count;
     if (N == 0)
         return GDN_OK;

@@ -18,7 +18,7 @@
 //     next panel (LBO = the panel's size), 8-row groups of k are 1024 bytes apart (SBO), a k-step
 //     of 16 moves the start 2048 bytes.
 // Compiled only for sm_90a (GDN_WGMMA); elsewhere the functions are empty and the host never
-// launches a kernel that uses them (wg_loaded in cuda_delta_rule_chunked.cu).
+// launches a kernel that uses them (chunk_state_wg_loaded in cuda_chunk_state_wg.cu).
 #ifndef GDN_CUDA_WGMMA_CUH
 #define GDN_CUDA_WGMMA_CUH
 

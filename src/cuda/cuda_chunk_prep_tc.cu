@@ -1,0 +1,507 @@
+// chunk_prep_tc: the preparation of the chunked form for bf16 / f16 inputs, one block of 8 warps
+// per (chunk, value head), all chunks in parallel. It makes what chunk_prep makes (the f32 path,
+// cuda_chunk_prep.cu) in the 16-bit path's precision (cuda_delta_rule_chunked.cu): W as hi + lo
+// parts, U in f32, Aqk as bf16 hi + lo (prec_out), q and k as they came with their row factors
+// apart (eg, ek), every block in the state passes' stage layout (cuda_chunk_layout.h).
+// Where the state passes take q and k straight from the inputs (direct_keys, sm_90) it writes
+// no copy of them.
+#include "cuda_async_copy.cuh"
+#include "cuda_chunk_device.cuh"
+#include "cuda_mbarrier.cuh"
+
+namespace {
+
+// ---- chunk preparation on 16-bit tensor cores ----------------------------------------------
+//
+// chunk_prep for bf16/f16 inputs: 8 warps, q/k/v rows by 16-byte loads, the norms from shared
+// memory, every product by ldmatrix + mma, the 16 x 16 diagonal inverses by forward
+// substitution in registers (lane j carries column j), merged pairwise into 32 x 32 and 64 x 64
+// blocks by split-tf32 products (f32 accuracy), per-token exponentials computed once.
+
+// Row `off` of a 16-bit tensor into dst (n valid elements, zero to np): 16-byte loads when the
+// row is aligned, one element at a time otherwise. One warp.
+template <class E>
+__device__ __forceinline__ void load_row16(E *dst, const gdn_tensor &t, int64_t off, bool valid,
+                                           int n, int np)
+{
+    const int lane = threadIdx.x & 31;
+    const E *src = static_cast<const E *>(t.data) + off;
+    const bool vec = n % 8 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;
+    if (valid && vec) {
+        for (int x = 8 * lane; x < n; x += 256)
+            *reinterpret_cast<uint4 *>(dst + x) = __ldg(reinterpret_cast<const uint4 *>(src + x));
+        for (int x = n + lane; x < np; x += 32)
+            dst[x] = from_f32<E>(0.0f);
+    } else {
+        for (int x = lane; x < np; x += 32)
+            dst[x] = valid && x < n ? src[x] : from_f32<E>(0.0f);
+    }
+}
+
+// Whether every token row of t (n elements of 16 bits) starts on 16 bytes and is whole
+// 16-byte pieces.
+__device__ __forceinline__ bool rows16_ok(const gdn_tensor &t, int64_t n)
+{
+    return n % 8 == 0 && reinterpret_cast<uintptr_t>(t.data) % 16 == 0 && t.stride[0] % 8 == 0 &&
+           t.stride[1] % 8 == 0 && t.stride[2] % 8 == 0;
+}
+
+// The chunk's 64 token rows of head `head` (np <= 128 elements wide, zero past the tensor's last
+// dim and past len) into dst (row stride ld), by cp.async: a half-warp per row, each thread one
+// 16-byte piece of every 16th row. The source pointer steps by 16 rows, so a copy costs a few
+// instructions (the index arithmetic per copy was 15% of the preparation's instructions).
+// Needs rows16_ok.
+template <class E>
+__device__ __forceinline__ void stage_rows16(E *dst, int ld, const gdn_tensor &t, int64_t row,
+                                             int64_t t0, int64_t head, int len, int np)
+{
+    constexpr int rows = kPrepThreads / 16; // rows per round
+    static_assert(kC % rows == 0, "whole rounds");
+    static_assert(kMaxDim <= 16 * 8, "a half-warp of 16-byte pieces covers a row");
+    const int x = 8 * (threadIdx.x & 15), i0 = threadIdx.x >> 4;
+    if (x >= np)
+        return;
+    const bool in_row = x < t.shape[3];
+    const int64_t step = rows * t.stride[1];
+    const E *base = static_cast<const E *>(t.data);
+    const E *src = base + row * t.stride[0] + head * t.stride[2] + (t0 + i0) * t.stride[1] + x;
+    E *to = dst + i0 * ld + x;
+#pragma unroll
+    for (int j = 0; j < kC / rows; j++, src += step) {
+        const bool valid = in_row && i0 + rows * j < len;
+        cp_async16_zfill(to + rows * j * ld, valid ? src : base, valid);
+    }
+}
+
+// A 16-byte piece of eight 16-bit elements of the policy's type as f32.
+template <class P>
+__device__ __forceinline__ void unpack8(float (&f)[8], uint4 u)
+{
+    const unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const float2 t = P::unpack(w[i]);
+        f[2 * i] = t.x, f[2 * i + 1] = t.y;
+    }
+}
+
+// Ik[i] = 1 / ||k_i||, Iq[i] = 1 / ||q_i|| for the chunk's 64 rows (the in-kernel L2 norm, as the
+// reference; 1 without it). Two threads per row, 16-byte reads; the two halves of a row take
+// alternate runs of four pieces, so the eight threads of a shared-memory wavefront (four rows,
+// row starts 16 bytes apart modulo 128 at KP = 64 and 128) hit distinct banks.
+template <class P, int KP>
+__device__ __forceinline__ void stage_inv_norms(const typename P::st *Ks,
+                                                const typename P::st *Qs, int ld, bool l2,
+                                                float *Ik, float *Iq)
+{
+    static_assert(kPrepThreads == 4 * kC, "two threads per q and k row");
+    constexpr int pieces = KP / 8;
+    const int r = threadIdx.x >> 1, h = threadIdx.x & 1;
+    if (!l2) { // the same for the whole block: no shuffle below is left half-done
+        if (h == 0)
+            (r < kC ? Ik : Iq)[r % kC] = 1.0f;
+        return;
+    }
+    const typename P::st *row = r < kC ? Ks + r * ld : Qs + (r - kC) * ld;
+    float ss = 0.0f;
+#pragma unroll
+    for (int j = 0; j < pieces / 2; j++) {
+        const int c = pieces % 8 == 0 ? (j & 3) + 4 * h + 8 * (j >> 2) : j + h * (pieces / 2);
+        float f[8];
+        unpack8<P>(f, *reinterpret_cast<const uint4 *>(row + 8 * c));
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            ss += f[i] * f[i];
+    }
+    ss += __shfl_xor_sync(0xffffffffu, ss, 1);
+    if (h == 0)
+        (r < kC ? Ik : Iq)[r % kC] = 1.0f / sqrtf(ss + GDN_L2NORM_EPS);
+}
+
+// B fragments of two n-tiles (16 x 16 at (k0, n0)) of B = Y^T, Y row-major [n][k].
+template <class E>
+__device__ __forceinline__ void frag_b2_trans(unsigned (&b)[4], const E *y, int ld, int k0, int n0)
+{
+    const int l = threadIdx.x & 31;
+    ldsm_x4(b, y + (n0 + (l & 7) + 8 * (l >> 4)) * ld + k0 + 8 * ((l >> 3) & 1));
+}
+
+// A fragment (16 x 16 at (m0, k0)) of t diag(cs) f, t f32 row-major, as hi + lo parts in the
+// policy's type (split_pair: hi the elements rounded, lo what rounding left, scaled for f16).
+// f is a power of two (w_scale_pow2): it scales exactly.
+template <class P>
+__device__ __forceinline__ void frag_a_f32_cols_split(unsigned (&hi)[4], unsigned (&lo)[4],
+                                                      const float *t, int ld, int m0, int k0,
+                                                      const float *cs, float f)
+{
+    const int g = (threadIdx.x & 31) >> 2, c = k0 + 2 * (threadIdx.x & 3);
+    const float *r0 = t + (m0 + g) * ld, *r1 = r0 + 8 * ld;
+    const float2 s0 = *reinterpret_cast<const float2 *>(cs + c);
+    const float2 s1 = *reinterpret_cast<const float2 *>(cs + c + 8);
+    const float2 x[4] = {*reinterpret_cast<const float2 *>(r0 + c),
+                         *reinterpret_cast<const float2 *>(r1 + c),
+                         *reinterpret_cast<const float2 *>(r0 + c + 8),
+                         *reinterpret_cast<const float2 *>(r1 + c + 8)};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const float2 s = i < 2 ? s0 : s1;
+        split_pair<P>(x[i].x * s.x * f, x[i].y * s.y * f, hi[i], lo[i]);
+    }
+}
+
+// The power of two (down, up = 1 / down) that brings W's row factors, largest magnitudes
+// m2[0], m2[1] (one per warp), into [1/2, 1) before they scale T's columns in f16: the factors
+// carry 1 / ||k|| (up to 1e3 with the L2 norm) and f16 tops at 65504, while small factors would
+// lose their lo parts' bits to f16's subnormals. W comes out of the product times up, exactly.
+// bf16 has f32's range: (1, 1), m2 not read.
+template <class P>
+__device__ __forceinline__ float2 w_scale_pow2(const float *m2)
+{
+    if constexpr (!P::is_f16)
+        return make_float2(1.0f, 1.0f);
+    const float m = fmaxf(m2[0], m2[1]);
+    if (!(m > 0.0f) || !isfinite(m))
+        return make_float2(1.0f, 1.0f);
+    int ex;
+    frexpf(m, &ex);
+    return make_float2(ldexpf(1.0f, -ex), ldexpf(1.0f, ex));
+}
+
+// Tm = (I + Am)^-1, Am strictly lower 64 x 64 (f32, row stride ld), in three steps: the four
+// 16 x 16 diagonal blocks by forward substitution (inverse_diag_block, warps 0-3 one each); then
+// blocks merge pairwise, 16 -> 32 (inverse_merge16, warps 0-3) -> 64 (inverse_merge32, all
+// warps): the inverse of [[L11, 0], [A21, L22]] has T21 = -T22 (A21 T11). The products are
+// split-tf32 (f32 accuracy) and skip the k-steps that would meet T's zero blocks above the
+// diagonal, which zero_upper_blocks fills meanwhile. Warps 4-7 make Aqk while warps 0-3 run the
+// first two steps.
+
+// Diagonal block b (rows and columns 16 b..) of Tm from Am's, one warp (lane j carries column
+// j). Reads only Am's rows of block b.
+__device__ __forceinline__ void inverse_diag_block(const float *Am, float *Tm, int ld, int b)
+{
+    const int lane = threadIdx.x & 31, b0 = 16 * b, j = lane & 15;
+    const float *blk = Am + b0 * ld + b0;
+    // Right-looking: once t[i] is final it is folded into every later row's sum, so the
+    // dependent chain is 15 steps of one multiply-add (row by row it was 120).
+    float t[16], sum[16];
+#pragma unroll
+    for (int i = 0; i < 16; i++)
+        sum[i] = 0.0f;
+    t[0] = j == 0 ? 1.0f : 0.0f;
+#pragma unroll
+    for (int i = 0; i < 15; i++) {
+#pragma unroll
+        for (int r = i + 1; r < 16; r++)
+            sum[r] += blk[r * ld + i] * t[i];
+        t[i + 1] = i + 1 == j ? 1.0f : i + 1 > j ? -sum[i + 1] : 0.0f;
+    }
+    if (lane < 16)
+#pragma unroll
+        for (int i = 0; i < 16; i++)
+            Tm[(b0 + i) * ld + b0 + j] = t[i];
+}
+
+// sign * acc (a warp's 16 x 8 accumulator tile) to the f32 tile at x, row stride ld.
+__device__ __forceinline__ void store_acc_16x8(float *x, int ld, const float (&acc)[1][4],
+                                               float sign)
+{
+#pragma unroll
+    for (int e = 0; e < 4; e++)
+        x[acc_row(e) * ld + acc_col(0, e)] = sign * acc[0][e];
+}
+
+// The 32 x 32 diagonal blocks' off-diagonal parts, warp w < 4 on block pair w / 2, columns
+// 8 (w % 2)..: X = A21 T11 for its own 8 columns, through its 512 bytes of scratch, then
+// T21 = -T22 X. Needs the four diagonal blocks and Am's rows written and visible.
+__device__ __forceinline__ void inverse_merge16(const float *Am, float *Tm, int ld, float *scratch)
+{
+    const int warp = threadIdx.x >> 5, o = 32 * (warp >> 1), n1 = 8 * (warp & 1);
+    float acc[1][4];
+    acc_zero(acc);
+    warp_mma<prec_tf32x3>(acc, view(Am + (o + 16) * ld + o, ld, 1),
+                          view(Tm + o * ld + o + n1, ld, 1), 0, 0, 16);
+    store_acc_16x8(scratch, 8, acc, 1.0f); // row stride 8: the B fragments read it conflict-free
+    __syncwarp();
+    acc_zero(acc);
+    warp_mma<prec_tf32x3>(acc, view(Tm + (o + 16) * ld + o + 16, ld, 1), view(scratch, 8, 1), 0,
+                          0, 16);
+    store_acc_16x8(Tm + (o + 16) * ld + o + n1, ld, acc, -1.0f);
+}
+
+// The 64 x 64 inverse's lower-left 32 x 32 block, warp w on rows 16 (w / 4).. and columns
+// 8 (w % 4)..: X = A21 T11 into Xs (32 x ld), a barrier, then T21 = -T22 X. k-steps that would
+// meet T's zero blocks are skipped: X's columns 16.. start at k = 16, T22's rows ..15 stop at
+// k = 16. Ends with a barrier (Tm whole, Xs free).
+__device__ __forceinline__ void inverse_merge32(const float *Am, float *Tm, float *Xs, int ld)
+{
+    const int warp = threadIdx.x >> 5, m2 = 16 * (warp >> 2), n2 = 8 * (warp & 3);
+    const int k0 = n2 < 16 ? 0 : 16;
+    float acc[1][4];
+    acc_zero(acc);
+    warp_mma<prec_tf32x3>(acc, view(Am + (32 + m2) * ld + k0, ld, 1),
+                          view(Tm + k0 * ld + n2, ld, 1), 0, 0, 32 - k0);
+    store_acc_16x8(Xs + m2 * ld + n2, ld, acc, 1.0f);
+    __syncthreads();
+    acc_zero(acc);
+    warp_mma<prec_tf32x3>(acc, view(Tm + (32 + m2) * ld + 32, ld, 1), view(Xs + n2, ld, 1), 0, 0,
+                          m2 + 16);
+    store_acc_16x8(Tm + (32 + m2) * ld + n2, ld, acc, -1.0f);
+    __syncthreads();
+}
+
+// Tm's six 16 x 16 blocks above the diagonal to zero, by warps 4-7 (the merges never read them;
+// W and U's products read T whole).
+__device__ __forceinline__ void zero_upper_blocks(float *Tm, int ld)
+{
+    for (int i = threadIdx.x - 128; i < 48 * 16; i += 128) { // rows 0..47, 16-byte pieces
+        const int r = i / 16, c = 4 * (i % 16);
+        if (c >= 16 * (r / 16 + 1))
+            *reinterpret_cast<float4 *>(Tm + r * ld + c) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+}
+
+// Chunk c's q and k tiles (rows of ld, 16-bit) to key head kh's Qd / Kd blocks in the state
+// pass's layout, by warps 4-7 (a half-warp a row, 16 bytes a thread). Only the key head's first
+// value head's block runs it: the tiles are the same for all of them.
+template <class E, int KP>
+__device__ __forceinline__ void copy_key_tiles(const chunk_prep_tc_args &p, int64_t c, int64_t kh,
+                                               const E *Qs, const E *Ks, int ld)
+{
+    constexpr int ldg = tc_layout_for(KP, sizeof(E)).ldk, kblk = kC * ldg;
+    constexpr bool kswz = tc_swizzled(KP, sizeof(E));
+    static_assert(KP <= 16 * 8, "a half-warp of 16-byte pieces covers a row");
+    const int64_t ks = key_slot(p.shape, c, kh);
+    E *qd = static_cast<E *>(p.work.Qd) + ks * kblk, *kd = static_cast<E *>(p.work.Kd) + ks * kblk;
+    const int x = 8 * (threadIdx.x & 15);
+    if (x >= KP)
+        return;
+    for (int i = (threadIdx.x - 128) >> 4; i < kC; i += 8) {
+        const int at = i * ld + x, gat = tile_at<kswz>(i, x, ldg);
+        *reinterpret_cast<uint4 *>(qd + gat) = *reinterpret_cast<const uint4 *>(Qs + at);
+        *reinterpret_cast<uint4 *>(kd + gat) = *reinterpret_cast<const uint4 *>(Ks + at);
+    }
+}
+
+template <class P, int KP>
+__global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const chunk_prep_tc_args p)
+{
+    using E = typename P::st;
+    extern __shared__ __align__(16) unsigned char smem[];
+    constexpr prep_tc_layout L = prep_tc_layout_for(KP, sizeof(E));
+    E *Ks = reinterpret_cast<E *>(smem + L.k), *Qs = reinterpret_cast<E *>(smem + L.q);
+    E *Vs = reinterpret_cast<E *>(smem + L.v);
+    float *Am = reinterpret_cast<float *>(smem + L.a), *Tm = reinterpret_cast<float *>(smem + L.t);
+    float *Xs = reinterpret_cast<float *>(smem + L.x);
+    float *Gs = reinterpret_cast<float *>(smem + L.g), *Bs = reinterpret_cast<float *>(smem + L.b);
+    // 1 / ||q_i||, 1 / ||k_i|| (1 without the in-kernel L2 norm). q and k stay the exact 16-bit
+    // inputs and the norms scale the f32 results: rounding normalised rows to 16 bits would
+    // cost q.k up to 2^-9 of |q||k|, much more than 2^-9 of q.k when the two are near orthogonal.
+    float *Iq = reinterpret_cast<float *>(smem + L.iq);
+    float *Ik = reinterpret_cast<float *>(smem + L.ik);
+    float *Sw = reinterpret_cast<float *>(smem + L.sw); // [64 + 2]
+    const ck_tokens &a = p.in;
+    const int64_t hv = blockIdx.y;
+    chunk_task ct;
+    if (!chunk_task_for(p.seqs, p.shape, blockIdx.x, hv, ct))
+        return;
+    const seq_info s = ct.s;
+    const int64_t t0 = ct.t0, kh = ct.kh, ch = ct.ch;
+    const int len = ct.len;
+    const int tid = threadIdx.x, warp = tid >> 5;
+    const int VP = p.VP;
+    // W, W lo, Q and K go to the workspace in the state pass's shared layout (tc_layout): rows of
+    // ldg elements, swizzled or padded
+    constexpr int ldg = tc_layout_for(KP, sizeof(E)).ldk, kblk = kC * ldg;
+    constexpr bool kswz = tc_swizzled(KP, sizeof(E));
+
+    if (rows16_ok(a.k, p.shape.K) && rows16_ok(a.q, p.shape.K) && rows16_ok(a.v, p.shape.V)) {
+        // every row is whole 16-byte pieces: one round of cp.async for the whole chunk, in
+        // flight while the gates load
+        stage_rows16<E>(Ks, L.ldk, a.k, s.row, t0, kh, len, KP);
+        stage_rows16<E>(Qs, L.ldk, a.q, s.row, t0, kh, len, KP);
+        stage_rows16<E>(Vs, p.ldv, a.v, s.row, t0, hv, len, VP);
+        stage_gates(p.in, ct, hv, Gs, Bs);
+        cp_async_wait_all();
+    } else {
+        stage_gates(p.in, ct, hv, Gs, Bs);
+        for (int i = warp; i < kC; i += kPrepThreads / 32) {
+            const int64_t tok = t0 + i;
+            const bool valid = i < len;
+            load_row16(Ks + i * L.ldk, a.k, tok_off(a.k, s.row, tok, kh), valid, (int)p.shape.K,
+                       KP);
+            load_row16(Qs + i * L.ldk, a.q, tok_off(a.q, s.row, tok, kh), valid, (int)p.shape.K,
+                       KP);
+            load_row16(Vs + i * p.ldv, a.v, tok_off(a.v, s.row, tok, hv), valid, (int)p.shape.V,
+                       VP);
+        }
+    }
+    __syncthreads();
+    if (tid >= 32 && tid < kC)
+        Gs[tid] += Gs[31];
+    stage_inv_norms<P, KP>(Ks, Qs, L.ldk, a.qk_l2norm, Ik, Iq);
+    __syncthreads();
+    if (tid < kC) { // per token: W's row factors, and Q's and K's to the workspace (per value
+                    // head: scale e^G / ||q|| and e^(G_last - G) / ||k||; Q and K go out as they
+                    // came, during the inverse)
+        const float eg = expf(Gs[tid]);
+        Sw[tid] = Bs[tid] * eg * Ik[tid]; // (they scale T's columns)
+        p.work.eg[ch * kC + tid] = p.scale * eg * Iq[tid];
+        p.work.ek[ch * kC + tid] = expf(Gs[kC - 1] - Gs[tid]) * Ik[tid];
+        if (tid == 0)
+            p.work.gl[ch] = expf(Gs[kC - 1]);
+        if constexpr (P::is_f16) { // their largest magnitude per warp, at Sw[64 + warp]
+            const unsigned m = __reduce_max_sync(0xffffffffu, __float_as_uint(fabsf(Sw[tid])));
+            if ((tid & 31) == 0)
+                Sw[kC + (tid >> 5)] = __uint_as_float(m);
+        }
+    }
+    // Each warp's 1 KiB of the scratch Xs (the first merge's X tile, the 16-byte stores' staging).
+    float *scratch = Xs + 256 * warp;
+    static_assert(32 * L.ldf * 4 >= kPrepThreads / 32 * 1024, "Xs holds 1 KiB a warp");
+    { // A = diag(beta) (K K^T * decay) strictly lower and the inverse's first steps (warps 0-3),
+      // while warps 4-7 make Aqk
+        const int m0 = 16 * (warp & 3);
+        const E *X = warp < 4 ? Ks : Qs;
+        float acc[8][4];
+        acc_zero(acc);
+        unsigned fa[4], fb[4];
+        for (int k0 = 0; k0 < KP; k0 += 16) {
+            frag_a(fa, X, L.ldk, m0, k0);
+#pragma unroll
+            for (int nt = 0; nt < 4; nt++) {
+                frag_b2_trans(fb, Ks, L.ldk, k0, 16 * nt);
+                mma2<P>(acc[2 * nt], acc[2 * nt + 1], fa, fb);
+            }
+        }
+        if (warp < 4) {
+#pragma unroll
+            for (int jt = 0; jt < 8; jt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int r = m0 + acc_row(e), cc = acc_col(jt, e);
+                    Am[r * L.ldf + cc] =
+                        cc < r ? Bs[r] * Ik[r] * Ik[cc] * acc[jt][e] * __expf(Gs[r] - Gs[cc])
+                               : 0.0f;
+                }
+            __syncwarp(); // the diagonal block reads only this warp's rows of A
+            inverse_diag_block(Am, Tm, L.ldf, warp);
+            sync_warpgroup(0); // warps 0-3
+            inverse_merge16(Am, Tm, L.ldf, scratch);
+        } else {
+            constexpr int ldq = tc_ld(kC, sizeof(E));
+            constexpr bool qswz = tc_swizzled(kC, sizeof(E));
+            out_st *aq = static_cast<out_st *>(p.work.Aq) + ch * (tc_aq_block(2) / 2); // (prec_out)
+            out_st *aql = aq + tc_aq_part(2) / 2;                                  // the lo part
+            // 16 x 16 blocks, 16 bytes a lane through the warp's scratch
+#pragma unroll
+            for (int b = 0; b < 4; b++) {
+                unsigned hw[2][2], lw[2][2];
+#pragma unroll
+                for (int j = 0; j < 2; j++)
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        const int jt = 2 * b + j, e = 2 * h;
+                        const int r = m0 + acc_row(e), cc = acc_col(jt, e);
+                        const float f = p.scale * Iq[r];
+                        const float x =
+                            cc <= r ? f * Ik[cc] * acc[jt][e] * __expf(Gs[r] - Gs[cc]) : 0.0f;
+                        const float y = cc + 1 <= r ? f * Ik[cc + 1] * acc[jt][e + 1] *
+                                                          __expf(Gs[r] - Gs[cc + 1])
+                                                    : 0.0f;
+                        split_pair<prec_out>(x, y, hw[j][h], lw[j][h]);
+                    }
+                unsigned char *stage = reinterpret_cast<unsigned char *>(scratch);
+                store_block16<qswz>(aq, ldq, m0, 16 * b, hw, stage);
+                store_block16<qswz>(aql, ldq, m0, 16 * b, lw, stage + 512);
+            }
+            zero_upper_blocks(Tm, L.ldf); // for W and U's products, which read T whole
+            if (first_of_key_head(p.shape, hv) && !p.direct_keys) // and Q and K as they came go to
+                copy_key_tiles<E, KP>(p, blockIdx.x, kh, Qs, Ks, L.ldk); // the workspace
+        }
+    }
+    __syncthreads();
+    inverse_merge32(Am, Tm, Xs, L.ldf);
+    { // W = T diag(beta e^G / ||k||) K (warps 0-3) and U = T diag(beta) V (warps 4-7), warp w
+      // rows 16 (w % 4).., all columns: each warp builds its T fragments once. With long memory
+      // the state pass's V' = U - W S is a small difference of large terms, so the cancellation
+      // must happen in f32: U stays f32, W goes out as hi + lo 16-bit parts, and the products
+      // lose nothing to 16 bits. Their right operands are the exact 16-bit k and v rows; the row
+      // factors scale T's columns in f32, and that product enters as hi + lo parts. (T rounded
+      // once, shared by U and W, only scales V' = T (beta v - beta e^G k S) when T is well
+      // conditioned; on some long-memory draws it left the state 1e-3 off, against 6e-6 with T
+      // split.)
+        const int m0 = 16 * (warp & 3);
+        const bool isw = warp < 4;
+        E *w = static_cast<E *>(p.work.W) + ch * kblk;
+        E *wl = static_cast<E *>(p.work.Wl) + ch * kblk;
+        float *u = static_cast<float *>(p.work.U) + ch * (VP / kVT) * (tc_u_tile() / 4);
+        const float2 wpow = w_scale_pow2<P>(Sw + kC);
+        unsigned char *stage = reinterpret_cast<unsigned char *>(scratch);
+        const E *B = isw ? Ks : Vs;
+        const int ldb = isw ? L.ldk : p.ldv, n = isw ? KP : VP;
+        const float down = isw ? wpow.x : 1.0f;
+        unsigned ta[4][4], tl[4][4], fb[4]; // T diag(row factors) as hi + lo fragments
+#pragma unroll
+        for (int ks = 0; ks < 4; ks++)
+            frag_a_f32_cols_split<P>(ta[ks], tl[ks], Tm, L.ldf, m0, 16 * ks, isw ? Sw : Bs, down);
+        for (int nb = 0; nb < n; nb += 16) {
+            float acc[2][4], acl[2][4]; // the hi and lo products: two chains, not one
+            acc_zero(acc);
+            acc_zero(acl);
+#pragma unroll
+            for (int ks = 0; ks < 4; ks++) {
+                frag_b2(fb, B, ldb, 16 * ks, nb);
+                mma2<P>(acc[0], acc[1], ta[ks], fb);
+                mma2<P>(acl[0], acl[1], tl[ks], fb);
+            }
+#pragma unroll
+            for (int jt = 0; jt < 2; jt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    acc[jt][e] += acl[jt][e] * (1.0f / P::lo_scale); // (split_pair)
+            if (isw) { // hi + lo parts, 16 bytes a lane through the warp's scratch
+                unsigned hw[2][2], lw[2][2];
+#pragma unroll
+                for (int jt = 0; jt < 2; jt++)
+#pragma unroll
+                    for (int h = 0; h < 2; h++)
+                        split_pair<P>(wpow.y * acc[jt][2 * h], wpow.y * acc[jt][2 * h + 1],
+                                      hw[jt][h], lw[jt][h]);
+                store_block16<kswz>(w, ldg, m0, nb, hw, stage);
+                store_block16<kswz>(wl, ldg, m0, nb, lw, stage + 512);
+            } else {
+#pragma unroll
+                for (int jt = 0; jt < 2; jt++)
+#pragma unroll
+                    for (int e = 0; e < 4; e += 2) {
+                        const int c = nb + acc_col(jt, e); // U tile c / 32, column c % 32
+                        store_pair(u + (c / kVT) * (kC * kVT) + u_index(m0 + acc_row(e), c % kVT),
+                                   acc[jt][e], acc[jt][e + 1]);
+                    }
+            }
+        }
+    }
+}
+
+template <class P>
+void launch_for(int KP, const chunk_prep_tc_args &a, int64_t nc, int smem, cudaStream_t stream)
+{
+    auto kernel = KP == 32 ? chunk_prep_tc<P, 32>
+                  : KP == 64 ? chunk_prep_tc<P, 64>
+                  : KP == 96 ? chunk_prep_tc<P, 96>
+                             : chunk_prep_tc<P, 128>;
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (nc > 0)
+        kernel<<<dim3((unsigned)nc, (unsigned)a.shape.HV), kPrepThreads, smem, stream>>>(a);
+}
+
+} // namespace
+
+void launch_chunk_prep_tc(gdn_dtype dt, int KP, const chunk_prep_tc_args &a, int64_t nc, int smem,
+                          cudaStream_t stream)
+{
+    if (dt == GDN_F16)
+        launch_for<prec_f16>(KP, a, nc, smem, stream);
+    else
+        launch_for<prec_bf16>(KP, a, nc, smem, stream);
+}
