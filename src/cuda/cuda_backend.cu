@@ -1,23 +1,9 @@
-// The CUDA backend's op table, per-context setup and error plumbing. Every op is enqueued on the
+// The CUDA backend's op table and per-context setup. Every op is enqueued on the
 // context's stream with no host synchronization and no allocation.
 #include "cuda_common.cuh"
 
 #include <stdio.h>
 #include <stdlib.h>
-
-extern "C" gdn_status cuda_check(gdn_context *ctx, const char *fn)
-{
-    cudaError_t err = cudaGetLastError();
-    if (err == cudaSuccess)
-        return GDN_OK;
-    return gdn_fail(ctx, GDN_ERR_CUDA, fn, "CUDA error %s: %s", cudaGetErrorName(err),
-                    cudaGetErrorString(err));
-}
-
-extern "C" cudaStream_t cuda_stream(const gdn_context *ctx)
-{
-    return static_cast<cudaStream_t>(ctx->opts.cuda_stream);
-}
 
 // Checks the device exists and makes it current for this thread.
 static gdn_status cuda_init(gdn_context *ctx)

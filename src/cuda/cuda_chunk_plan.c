@@ -271,8 +271,9 @@ static void consider(const split_model *m, int64_t segc, int64_t G, state_plan *
 {
     const int64_t maps_floor =
         m->rate > 0 ? (G - 1) * m->heads * (segc * m->pb.maps + m->pb.map) / m->rate : 0;
-    for (int w = m->lo_m; w <= m->hi_m; w++)
-        for (int o = m->lo_o; o <= m->hi_o; o++) {
+    /* widths are 1 or 2 warpgroups (wg_width_max): the bound tells the compiler so too */
+    for (int w = m->lo_m; w <= m->hi_m && w <= 2; w++)
+        for (int o = m->lo_o; o <= m->hi_o && o <= 2; o++) {
             const step_costs sm = m->wg ? kWgSteps[w] : kTcSteps;
             const step_costs so = m->wg ? kWgSteps[o] : kTcSteps;
             const int64_t maps = (G - 1) * m->maps_tiles[w] * m->heads;
@@ -301,8 +302,7 @@ static state_plan plan_state(const cuda_chunk_shape *s, const cuda_chunk_caps *c
 {
     const int64_t chunks = chunks_for(s->T), most = chunks > 1 ? chunks : 1;
     const int top = wg ? wg_width_max(s, c) : 1;
-    split_model m;
-    memset(&m, 0, sizeof m);
+    split_model m = {0};
     m.wg = wg;
     m.lo_m = 1, m.hi_m = top, m.lo_o = 1, m.hi_o = top;
     if (e->wg_maps >= 1 && e->wg_maps <= top)

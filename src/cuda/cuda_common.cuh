@@ -141,13 +141,27 @@ inline double memory_peak_bytes_per_s(int device)
     return 2e3 * khz * (bits / 8);
 }
 
+// Turns the last CUDA error (if any) into GDN_ERR_CUDA with CUDA's message. Inline here, with
+// cuda_stream, so that the op files depend on this header alone and the op table's file
+// (cuda_backend.cu) is the only one that names the ops: no call runs both ways between files.
+static inline gdn_status cuda_check(gdn_context *ctx, const char *fn)
+{
+    cudaError_t err = cudaGetLastError();
+    if (err == cudaSuccess)
+        return GDN_OK;
+    return gdn_fail(ctx, GDN_ERR_CUDA, fn, "CUDA error %s: %s", cudaGetErrorName(err),
+                    cudaGetErrorString(err));
+}
+
+// The stream the context's ops are enqueued on.
+static inline cudaStream_t cuda_stream(const gdn_context *ctx)
+{
+    return static_cast<cudaStream_t>(ctx->opts.cuda_stream);
+}
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-// Turns the last CUDA error (if any) into GDN_ERR_CUDA with CUDA's message.
-gdn_status cuda_check(gdn_context *ctx, const char *fn);
-cudaStream_t cuda_stream(const gdn_context *ctx);
 
 gdn_status cuda_conv1d(gdn_context *ctx, const gdn_conv1d_problem *p);
 gdn_status cuda_conv1d_update(gdn_context *ctx, const gdn_conv1d_update_problem *p);
