@@ -1,5 +1,6 @@
-/* The fuzzer's case structure, shared by the generator (fuzz_gen.c), the memory arena
- * (fuzz_arena.c) and the runner (fuzz_case.c). Not part of the library. */
+/* The fuzzer's case structure, shared by the generator (fuzz_gen.c and its parts in
+ * fuzz_gen_parts.c), the memory arena (fuzz_arena.c) and the runner (fuzz_case.c). Not part of
+ * the library. */
 #ifndef GDN_FUZZ_INTERNAL_H
 #define GDN_FUZZ_INTERNAL_H
 
