@@ -1,22 +1,21 @@
-// The fused recurrent gated delta rule on CUDA: decode (T = 1) and short multi-token calls.
-//
-// Two kernels, picked by decode_tile. Each reads every state element once and writes it once per
+// The fused recurrent gated delta rule on CUDA: decode (T = 1) and short multi-token calls. Two
+// kernels, picked by decode_tile; each reads every state element once and writes it once per
 // call, 16 bytes at a time.
 //
-// recurrent_warps (small batches, calls of several tokens, the VK layout): one warp owns K x 8 of one head's state in
-// registers; nothing is shared between warps, so there is no barrier, and a step's chain is two
-// global round trips (slot lookup, then state and token together) before the stores.
+// recurrent_warps (small batches, calls of several tokens, the VK layout): one warp owns K x 8 of
+// one head's state in registers; nothing is shared between warps, so there is no barrier, and a
+// step's chain is two global round trips (slot lookup, then state and token together) before the
+// stores.
 //
-// recurrent_tiles (larger KV batches of one token): work is cut into tiles of K x TILE (TILE = 32 or 64 value
-// columns in the KV layout, value rows in VK), one 128-thread block per tile. The tile lives in
-// shared memory in per-thread slots (slot i of thread t at i * 128 + t), brought in with
+// recurrent_tiles (larger KV batches of one token): work is cut into tiles of K x TILE (TILE = 32
+// or 64 value columns in the KV layout, value rows in VK), one 128-thread block per tile. The tile
+// lives in shared memory in per-thread slots (slot i of thread t at i * 128 + t), brought in with
 // cp.async: the bytes in flight hold no registers, and each thread only ever touches its own
 // slots, so loading needs no barrier. Registers stay low and many blocks fit on an SM, which is
-// what keeps enough state in flight at large batches (docs/PERFORMANCE.md has the variants
+// what keeps enough state in flight at large batches (docs/PERFORMANCE.md has the widths
 // measured). Per token a block stages q, k, v and the gates, makes one pass over its slots for
 // k^T S' and q^T S' (S' the decayed state), reduces them, and a second pass writes S' + k u^T
 // (back to the slots between tokens, to the pool after the last).
-//
 // Both use o = scale * (q^T S' + (q . k) u), so both reductions come from the first pass.
 #include "cuda_async_copy.cuh"
 #include "cuda_common.cuh"
@@ -445,7 +444,6 @@ struct vk_tile {
 };
 
 // ---- small batches: one warp per 8 value columns, the state in registers ----
-//
 // With few tiles (batch-1 decode: 128 of 32 columns) a step lasts as long as one tile's chain of
 // dependent steps, not as long as its bytes take. Here a warp owns K x 8 of one head's state in
 // registers and shares nothing with other warps: no barrier, the reductions over K are shuffles.
@@ -762,8 +760,8 @@ gdn_status launch(gdn_context *ctx, dr_args d, int64_t N, cudaStream_t stream)
 {
     d.tiles_per_head = (d.V + TILE - 1) / TILE;
     d.tiles = d.tiles_per_head * d.HV * N;
-    recurrent_tiles<Tile, TILE, min_blocks(Tile::SLOTS)><<<(unsigned)d.tiles, kThreads, 0,
-                                                           stream>>>(d);
+    const unsigned grid = (unsigned)d.tiles;
+    recurrent_tiles<Tile, TILE, min_blocks(Tile::SLOTS)><<<grid, kThreads, 0, stream>>>(d);
     return cuda_check(ctx, "gdn_delta_rule");
 }
 
