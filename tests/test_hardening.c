@@ -395,16 +395,18 @@ static void test_thread_limits(void)
     }
 }
 
-/* Thousands of sequences of no token on a pool, with one repeated slot far apart: found and
- * named (the check sorts; it used to compare every pair). */
-static void test_many_slots(gdn_context *ctx, const char *name)
+/* N sequences of no token on a pool of S slots, with one repeated slot far apart: found and
+ * named by both sequences, whichever way the check runs (a bitmap of the pool for pools of up to
+ * 65536 slots, sorted pairs beyond: on the stack up to 256 sequences, allocated above); it used
+ * to compare every pair. */
+static void check_repeated_slot(gdn_context *ctx, const char *name, int64_t N, int64_t S)
 {
-    const int64_t N = 5000, K = 2, V = 2;
+    const int64_t K = 1, V = 1;
     float dummy[8], out[8];
-    gdn_tensor pool = tensor_alloc(GDN_F32, 4, (const int64_t[]){N, 1, K, V});
+    gdn_tensor pool = tensor_alloc(GDN_F32, 4, (const int64_t[]){S, 1, K, V});
     int64_t *slots = xmalloc((size_t)N * sizeof *slots);
     for (int64_t n = 0; n < N; n++)
-        slots[n] = (n * 7919) % N; /* a permutation: 7919 is prime to 5000 */
+        slots[n] = (n * 7919) % S; /* distinct: 7919 is prime to every S used here */
     gdn_delta_rule_args d = gdn_delta_rule_default_args();
     d.q = gdn_tensor_4d(dummy, GDN_F32, N, 0, 1, K);
     d.k = d.q;
@@ -418,10 +420,19 @@ static void test_many_slots(gdn_context *ctx, const char *name)
     const gdn_status st = gdn_delta_rule(ctx, &d);
     char want[96];
     snprintf(want, sizeof want, "state_slots[17] and state_slots[%lld]", (long long)(N - 1));
-    CHECK(st == GDN_ERR_VALUE && strstr(gdn_last_error(ctx), want), "%s: a repeated slot gave %s: %s",
-          name, gdn_strerror(st), gdn_last_error(ctx));
+    CHECK(st == GDN_ERR_VALUE && strstr(gdn_last_error(ctx), want),
+          "%s: N = %lld, S = %lld: a repeated slot gave %s: %s", name, (long long)N, (long long)S,
+          gdn_strerror(st), gdn_last_error(ctx));
     free(slots);
     tensor_free(&pool);
+}
+
+static void test_many_slots(gdn_context *ctx, const char *name)
+{
+    check_repeated_slot(ctx, name, 5000, 5000);   /* bitmap */
+    check_repeated_slot(ctx, name, 65536, 65536); /* bitmap, every slot used */
+    check_repeated_slot(ctx, name, 100, 70000);   /* sorted on the stack */
+    check_repeated_slot(ctx, name, 3000, 70000);  /* sorted, allocated */
 }
 
 int main(void)

@@ -163,7 +163,6 @@ gdn_status gdn_context_enter(gdn_context *ctx, const char *fn)
 
 void gdn_context_leave(gdn_context *ctx) { __atomic_store_n(&ctx->busy, 0, __ATOMIC_RELEASE); }
 
-
 gdn_status gdn_context_set_stream(gdn_context *ctx, void *stream)
 {
     GDN_GUARDED(ctx, "gdn_context_set_stream", (ctx->opts.cuda_stream = stream, GDN_OK));

@@ -331,11 +331,40 @@ static int by_slot_then_seq(const void *x, const void *y)
     return (a->seq > b->seq) - (a->seq < b->seq);
 }
 
-/* No two sequences name one slot: sorted (slot, sequence) pairs, O(N log N). A call of up to
- * SLOTS_ON_STACK sequences sorts on the stack; a longer one allocates N pairs for the check. */
-#define SLOTS_ON_STACK 256
-static gdn_status check_distinct_slots(const vctx *v, const gdn_tensor *slots, int64_t N)
+/* The first repeated slot as the pair (i, j), i < j, of the sequences that name it. */
+static gdn_status duplicate_slot(const vctx *v, const gdn_tensor *slots, int64_t i, int64_t j)
 {
+    return FAIL(v, GDN_ERR_VALUE, "state_slots[%lld] and state_slots[%lld] are both %lld, "
+                "expected distinct slots", (long long)i, (long long)j,
+                (long long)gdn_index_at(slots, j));
+}
+
+/* No two sequences name one slot, in one pass: a bitmap of the pool's slots on the stack for
+ * pools of up to SLOTS_IN_BITMAP slots (every engine's pool we know of), so the check allocates
+ * nothing; for larger pools, sorted (slot, sequence) pairs (O(N log N)), on the stack up to
+ * SLOTS_ON_STACK sequences, else in N pairs allocated for the check. */
+#define SLOTS_IN_BITMAP 65536
+#define SLOTS_ON_STACK 256
+static gdn_status check_distinct_slots(const vctx *v, const gdn_tensor *slots, int64_t N,
+                                       int64_t S)
+{
+    if (S <= SLOTS_IN_BITMAP) {
+        uint64_t seen[SLOTS_IN_BITMAP / 64];
+        memset(seen, 0, (size_t)(S + 63) / 64 * sizeof seen[0]);
+        for (int64_t j = 0; j < N; j++) {
+            const int64_t s = gdn_index_at(slots, j);
+            if (s < 0)
+                continue;
+            if (seen[s / 64] >> (s % 64) & 1) { /* the earlier sequence: found only on error */
+                int64_t i = 0;
+                while (gdn_index_at(slots, i) != s)
+                    i++;
+                return duplicate_slot(v, slots, i, j);
+            }
+            seen[s / 64] |= (uint64_t)1 << (s % 64);
+        }
+        return GDN_OK;
+    }
     slot_use stack[SLOTS_ON_STACK], *use = stack;
     if (N > SLOTS_ON_STACK && !(use = malloc((size_t)N * sizeof *use)))
         return FAIL(v, GDN_ERR_NO_MEMORY, "cannot allocate %lld bytes to check state_slots for "
@@ -350,9 +379,7 @@ static gdn_status check_distinct_slots(const vctx *v, const gdn_tensor *slots, i
     gdn_status st = GDN_OK;
     for (int64_t i = 1; i < n && st == GDN_OK; i++)
         if (use[i].slot == use[i - 1].slot)
-            st = FAIL(v, GDN_ERR_VALUE, "state_slots[%lld] and state_slots[%lld] are both %lld, "
-                      "expected distinct slots", (long long)use[i - 1].seq, (long long)use[i].seq,
-                      (long long)use[i].slot);
+            st = duplicate_slot(v, slots, use[i - 1].seq, use[i].seq);
     if (use != stack)
         free(use);
     return st;
@@ -378,7 +405,7 @@ static gdn_status check_slots(const vctx *v, const gdn_tensor *slots, int64_t N,
                         "(skip)", (long long)i, (long long)s, (long long)S);
         *active += s >= 0;
     }
-    return check_distinct_slots(v, slots, N);
+    return check_distinct_slots(v, slots, N, S);
 }
 
 /* Splits a batch into sequences and checks the pool indirection. `pool` names the pool
