@@ -440,6 +440,18 @@ typedef enum gdn_algorithm {
     GDN_ALGO_CHUNKED = 2     /* chunked WY form with an exact triangular inverse */
 } gdn_algorithm;
 
+/* How the tensor-core (CUDA) and AMX (cpu) products of bf16 / f16 inputs round their operands.
+ * Accumulation and states are f32 in every mode; f32 inputs and the ref backend (float64) give
+ * the same result in every mode, as do the kernels that compute in f32 (recurrent, cpu without
+ * AMX). Bars are relative L2 errors against float64 on the same inputs (docs/DESIGN.md). */
+typedef enum gdn_precision {
+    GDN_PRECISION_AUTO = 0,  /* fast */
+    GDN_PRECISION_FAST = 1,  /* every operand rounded once to the inputs' type (as FLA's kernels):
+                                within 5e-3 on unit-norm keys, the cost of one rounding */
+    GDN_PRECISION_HIGH = 2   /* operands that are not exact inputs split into hi + lo parts:
+                                f32 outputs and states within 5e-5, about 2x the product work */
+} gdn_precision;
+
 typedef struct gdn_delta_rule_args {
     gdn_tensor q;                 /* [B, T, H, K] f32/bf16/f16, K contiguous */
     gdn_tensor k;                 /* [B, T, H, K] same dtype as q */
@@ -465,10 +477,11 @@ typedef struct gdn_delta_rule_args {
     int32_t qk_l2norm;            /* nonzero: l2-normalise q and k rows in the kernel (eps 1e-6) */
     int32_t gate_in_kernel;       /* nonzero: g and beta hold raw a and b; gating is applied */
     gdn_gating_params gating;     /* used with gate_in_kernel */
+    gdn_precision precision;      /* GDN_PRECISION_AUTO (fast) by default */
 } gdn_delta_rule_args;
 
 /* All tensors absent, scale 0 (1/sqrt(K)), KV, block, auto, chunk_size 0 (the backend's choice),
- * no l2norm, no gating. */
+ * no l2norm, no gating, precision auto (fast). */
 GDN_API gdn_delta_rule_args gdn_delta_rule_default_args(void);
 
 /* Scratch bytes gdn_delta_rule() needs for these arguments on ctx's backend (validates them

@@ -19,6 +19,7 @@ delta_config delta_config_default(void)
     c.K = c.V = 16;
     c.dtype = c.out_dtype = c.gate_dtype = c.state_dtype = GDN_F32;
     c.index_dtype = GDN_I32;
+    c.precision = GDN_PRECISION_HIGH;
     return c;
 }
 
@@ -255,6 +256,7 @@ void delta_case_init(delta_case *c, const delta_config *cfg, rng *r)
     a->chunk_size = f->chunk;
     a->qk_l2norm = f->qk_l2norm;
     a->gate_in_kernel = f->gate_in_kernel;
+    a->precision = f->precision;
     a->gating.A = c->A_log;
     a->gating.dt_bias = c->dt_bias;
     a->gating.allow_neg_eigval = c->allow_neg_eigval;
@@ -371,13 +373,14 @@ void delta_case_describe(const delta_case *c, char *buf, size_t n)
         snprintf(tdesc, sizeof tdesc, "var%lld", (long long)c->T);
     else
         snprintf(tdesc, sizeof tdesc, "%lld", (long long)f->T);
-    snprintf(buf, n, "N=%lld T=%s H=%lld HV=%lld K=%lld V=%lld %s %s %s C=%d%s%s%s%s%s",
+    snprintf(buf, n, "N=%lld T=%s H=%lld HV=%lld K=%lld V=%lld %s %s %s C=%d%s%s%s%s%s%s",
              (long long)f->nseq, tdesc, (long long)f->H, (long long)f->HV, (long long)f->K,
              (long long)f->V, gdn_dtype_name(f->dtype), f->layout == GDN_STATE_KV ? "KV" : "VK",
              f->gva == GDN_GVA_BLOCK ? "block" : "tiled", f->chunk ? f->chunk : 64,
              f->qk_l2norm ? " l2" : "", f->gate_in_kernel ? " gate" : "",
              f->fused_qkv ? " fused" : "", f->pool ? (f->padding ? " pool+pad" : f->unslotted ? " pool-noslots" : " pool") : "",
-             f->predictable ? " predictable" : "");
+             f->predictable ? " predictable" : "",
+             f->precision == GDN_PRECISION_HIGH ? "" : " fast");
 }
 
 /* n one-token sequences for the single-product checks below: q, k [n, 1, 1, K] and v [n, 1, 1, V]

@@ -32,9 +32,11 @@ typedef struct delta_config {
                               * state learns to predict v and v - S^T k nearly cancels */
     double value_scale;      /* v and the pool's initial states drawn this many times their
                               * usual size (0: 1); every output and state scales with them */
+    gdn_precision precision; /* the call's precision mode */
 } delta_config;
 
-/* Defaults: one sequence of 16 tokens, H = HV = 1, K = V = 16, f32 everywhere, no pool. */
+/* Defaults: one sequence of 16 tokens, H = HV = 1, K = V = 16, f32 everywhere, no pool,
+ * precision high (the tests' 5e-5 bars; fast-mode tests ask for GDN_PRECISION_FAST). */
 delta_config delta_config_default(void);
 /* Long-memory case i (predictable values, options drawn at random, a pool): i % 3 picks one
  * sequence of 2000 tokens at K = V = 32 (H = 1, HV = 2), seven varlen sequences of 0 to 300

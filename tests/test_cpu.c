@@ -405,6 +405,46 @@ static void test_staged_pools(rng *r)
     gdn_context_destroy(ctx);
 }
 
+/* The fast precision mode (GDN_PRECISION_FAST): with bf16 products every operand is rounded
+ * once, so outputs and f32 states stay within SPEC's 5e-3 on its distributions (gates passed in,
+ * beta in (0, 1): in-kernel gating with allow_neg_eigval doubles beta, which measured 5.2e-3
+ * once in about 60 such cases), long memory included, and the result differs from the high
+ * mode's; without bf16 products (f32 kernels) both modes give the same bytes. */
+#define FAST_TOL 5e-3
+
+static void test_fast_mode(rng *r)
+{
+    gdn_context *ctx = cpu_context(GDN_ISA_AUTO, 2);
+    if (!ctx)
+        return;
+    const bool bf16 = gdn_context_cpu_bf16_products(ctx) != GDN_BF16_PRODUCTS_F32;
+    double worst = 0.0, worst_long = 0.0;
+    for (int i = 0; i < 16; i++) {
+        delta_config f = i < 12 ? random_config(r, i) : delta_config_long_memory(i, r);
+        f.dtype = GDN_BF16;
+        f.out_dtype = i % 2 ? GDN_BF16 : GDN_F32;
+        f.chunk = (int[]){0, 16, 32, 64, 128}[rng_int(r, 0, 4)];
+        f.precision = GDN_PRECISION_FAST;
+        f.gate_in_kernel = false;
+        delta_case c;
+        delta_case_init(&c, &f, r);
+        const double err = compare2(ctx, &c, GDN_ALGO_CHUNKED, FAST_TOL, FAST_TOL, "fast");
+        *(i < 12 ? &worst : &worst_long) = fmax(*(i < 12 ? &worst : &worst_long), err);
+        gdn_tensor fast = tensor_zeros_like(&c.out);
+        tensor_copy(&fast, &c.out);
+        c.args.precision = GDN_PRECISION_HIGH;
+        CHECK_OK(delta_case_run(ctx, &c, GDN_ALGO_CHUNKED), ctx);
+        const double apart = rel_l2(&fast, &c.out);
+        CHECK(bf16 ? apart > 0.0 : apart == 0.0, "fast and high outputs %.3g apart (bf16 products: %d)",
+              apart, (int)bf16);
+        tensor_free(&fast);
+        delta_case_free(&c);
+    }
+    printf("fast mode, bf16 products %d: worst state error %.2e, long memory %.2e\n", (int)bf16,
+           worst, worst_long);
+    gdn_context_destroy(ctx);
+}
+
 static void test_long_and_chunked(rng *r)
 {
     gdn_context *ctx = cpu_context(GDN_ISA_AUTO, 2);
@@ -437,6 +477,7 @@ int main(void)
     test_thread_count(&r);
     test_staged_pools(&r);
     test_long_and_chunked(&r);
+    test_fast_mode(&r);
     gdn_context_destroy(ref);
     return test_summary("test_cpu");
 }

@@ -57,6 +57,8 @@ STATE_KV, STATE_VK = 0, 1
 GVA_BLOCK, GVA_TILED = 0, 1
 # gdn_algorithm
 ALGO_AUTO, ALGO_RECURRENT, ALGO_CHUNKED = 0, 1, 2
+# gdn_precision
+PRECISION_AUTO, PRECISION_FAST, PRECISION_HIGH = 0, 1, 2
 
 MAX_DIMS = 4                # GDN_MAX_DIMS
 SOFTPLUS_THRESHOLD = 20.0   # GDN_SOFTPLUS_THRESHOLD
@@ -67,6 +69,7 @@ CHUNK_SIZE_AUTO = 0         # gdn_delta_rule_args.chunk_size: 0 = backend's choi
 BACKENDS = {"auto": BACKEND_AUTO, "ref": BACKEND_REF, "cpu": BACKEND_CPU, "cuda": BACKEND_CUDA}
 ALGORITHMS = {"auto": ALGO_AUTO, "recurrent": ALGO_RECURRENT, "chunked": ALGO_CHUNKED}
 GVAS = {"block": GVA_BLOCK, "tiled": GVA_TILED}
+PRECISIONS = {"auto": PRECISION_AUTO, "fast": PRECISION_FAST, "high": PRECISION_HIGH}
 A_FORMS = {"A_log": A_LOG, "neg_exp": A_NEG_EXP}
 # argument errors (GdnValueError); every other failing status is a GdnError
 _INPUT_ERRORS = frozenset({ERR_NULL, ERR_DTYPE, ERR_SHAPE, ERR_STRIDE, ERR_VALUE})
@@ -133,7 +136,7 @@ class DeltaRuleArgs(ctypes.Structure):
         ("scale", ctypes.c_float), ("state_layout", ctypes.c_int), ("gva", ctypes.c_int),
         ("algorithm", ctypes.c_int), ("chunk_size", ctypes.c_int32),
         ("qk_l2norm", ctypes.c_int32), ("gate_in_kernel", ctypes.c_int32),
-        ("gating", GatingParams)]
+        ("gating", GatingParams), ("precision", ctypes.c_int)]
 
 
 class ContextOptions(ctypes.Structure):

@@ -15,7 +15,7 @@ import ctypes
 import numpy as np
 
 from . import _lib
-from ._lib import (A_FORMS, ACT_NONE, ACT_SILU, ALGORITHMS, CHUNK_SIZE_AUTO, ERR_DTYPE, ERR_SHAPE,
+from ._lib import (A_FORMS, ACT_NONE, ACT_SILU, ALGORITHMS, CHUNK_SIZE_AUTO, PRECISIONS, ERR_DTYPE, ERR_SHAPE,
                    GVAS, SCALE_AUTO, SOFTPLUS_THRESHOLD, STATE_KV, STATE_VK, GdnValueError, check,
                    describe, lib)
 
@@ -71,7 +71,7 @@ def _delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None, output_fina
                 dt_bias=None, use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False,
                 state_v_first=False, cu_seqlens=None, state_pool=None, state_indices=None,
                 has_initial_state=None, gva="block", chunk_size=None, algorithm="auto",
-                backend=None):
+                precision="auto", backend=None):
     """The one gdn_delta_rule call behind both public delta-rule functions. Options are keyword
     arguments named as in the public functions; their defaults are libgdn's. Returns (o, final
     state or None)."""
@@ -79,6 +79,8 @@ def _delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None, output_fina
         raise ValueError(f"gva is {gva!r}, expected 'block' (FLA, HF) or 'tiled' (ggml, GGUF)")
     if algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm is {algorithm!r}, expected one of {sorted(ALGORITHMS)}")
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision is {precision!r}, expected one of {sorted(PRECISIONS)}")
     dev = _lib.common_device(q, k, v, g, beta, initial_state, state_pool, A_log, dt_bias)
     ctx = _lib.context(backend, dev)
     B, T, H, K = q.shape
@@ -116,6 +118,7 @@ def _delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None, output_fina
     a.state_layout = STATE_VK if state_v_first else STATE_KV
     a.gva = GVAS[gva]
     a.algorithm = ALGORITHMS[algorithm]
+    a.precision = PRECISIONS[precision]
     a.chunk_size = int(chunk_size or CHUNK_SIZE_AUTO)
     a.qk_l2norm = int(bool(use_qk_l2norm_in_kernel))
     a.gate_in_kernel = int(gate_in_kernel)
@@ -155,7 +158,7 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None,
                            state_v_first=False, cu_seqlens=None, *, use_gate_in_kernel=False,
                            A_log=None, dt_bias=None, state_pool=None, state_indices=None,
                            has_initial_state=None, gva="block", chunk_size=None,
-                           algorithm="auto", backend=None, **kwargs):
+                           algorithm="auto", precision="auto", backend=None, **kwargs):
     """Prefill: FLA's chunk_gated_delta_rule. q, k [B, T, H, K]; v [B, T, HV, V]; g, beta
     [B, T, HV]; initial_state [N, HV, K, V] ([N, HV, V, K] with state_v_first). Returns
     (o [B, T, HV, V], final_state or None); scale None or 0 means 1/sqrt(K).
@@ -164,6 +167,8 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None,
     state_pool (updated in place; it may have more slots than sequences) with state_indices
     (slot per sequence, -1 = skip: that sequence's output rows come back as zeros) and
     has_initial_state; gva="tiled"; chunk_size (16, 32, 64, 128; None: the backend's choice);
+    precision ("fast", the default "auto": tensor-core operands of bf16 / f16 inputs rounded once,
+    within 5e-3 of float64; "high": hi + lo operands, f32 outputs and states within 5e-5);
     backend."""
     _reject_unknown(kwargs)
     return _delta_rule(
@@ -173,7 +178,7 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None,
         use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel, allow_neg_eigval=allow_neg_eigval,
         state_v_first=state_v_first, cu_seqlens=cu_seqlens, state_pool=state_pool,
         state_indices=state_indices, has_initial_state=has_initial_state, gva=gva,
-        chunk_size=chunk_size, algorithm=algorithm, backend=backend)
+        chunk_size=chunk_size, algorithm=algorithm, precision=precision, backend=backend)
 
 
 def fused_recurrent_gated_delta_rule(q, k, v, g=None, beta=None, scale=None, initial_state=None,

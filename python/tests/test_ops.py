@@ -259,6 +259,19 @@ def test_chunk_matches_reference_and_recurrent(rng, chunk_size, T, backend):
         assert_close(final, rec_state)
 
 
+@pytest.mark.parametrize("backend", [None, "ref"])
+def test_chunk_precision_modes(rng, backend):
+    """f32 inputs: "fast", "high" and "auto" give the same bytes (16-bit products only take
+    16-bit inputs); any other string is refused, naming precision."""
+    x = make_inputs(rng, 1, 150, 2, 4)
+    outs = [gdn.chunk_gated_delta_rule(**x, output_final_state=True, precision=p,
+                                       backend=backend) for p in ("auto", "fast", "high")]
+    for o, s in outs[1:]:
+        assert np.array_equal(o, outs[0][0]) and np.array_equal(s, outs[0][1])
+    with pytest.raises(ValueError, match="precision"):
+        gdn.chunk_gated_delta_rule(**x, precision="medium", backend=backend)
+
+
 def test_chunk_varlen_v_first_tiled(rng):
     lens = [0, 40, 1, 16, 3]
     cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)

@@ -45,6 +45,7 @@ gdn_delta_rule_args gdn_delta_rule_default_args(void)
     a.state_layout = GDN_STATE_KV;
     a.gva = GDN_GVA_BLOCK;
     a.algorithm = GDN_ALGO_AUTO;
+    a.precision = GDN_PRECISION_AUTO;
     a.gating = gdn_gating_default_params();
     return a;
 }

@@ -681,6 +681,9 @@ static gdn_status check_delta_options(const vctx *v, const gdn_delta_rule_args *
     if ((unsigned)a->algorithm > GDN_ALGO_CHUNKED)
         return FAIL(v, GDN_ERR_VALUE, "algorithm is %d, expected GDN_ALGO_AUTO (0), "
                     "GDN_ALGO_RECURRENT (1) or GDN_ALGO_CHUNKED (2)", (int)a->algorithm);
+    if ((unsigned)a->precision > GDN_PRECISION_HIGH)
+        return FAIL(v, GDN_ERR_VALUE, "precision is %d, expected GDN_PRECISION_AUTO (0), "
+                    "GDN_PRECISION_FAST (1) or GDN_PRECISION_HIGH (2)", (int)a->precision);
     int c = a->chunk_size;
     if (c != 0 && c != 16 && c != 32 && c != 64 && c != 128)
         return FAIL(v, GDN_ERR_VALUE,

@@ -68,6 +68,8 @@ typedef struct cpu_chunk_geom {
                              * reader took it from L2 again */
     float scale;
     bool l2norm;            /* the call asks for q, k L2 norm (bf16_qk kernels apply it) */
+    bool fast;              /* GDN_PRECISION_FAST: the bf16 kernels' products take the hi parts
+                             * of their operands only (the f32 kernels ignore it) */
 } cpu_chunk_geom;
 
 /* Memory traffic the driver spreads over the kernels' arithmetic (the fused schedule: the last

@@ -55,6 +55,7 @@ static cpu_chunk_geom geom_of(const cpu_chunk_kernels *k, const gdn_delta_rule_p
     g.ldv = g.Vp + 16;
     g.scale = (float)p->scale;
     g.l2norm = p->a.qk_l2norm;
+    g.fast = p->a.precision != GDN_PRECISION_HIGH;
     return g;
 }
 

@@ -9,7 +9,9 @@
  * factors) are the avx512 kernels' own code, included from cpu_chunked_impl.h; row scalings
  * ride on the bf16 packing.
  *
- * Precision, for the bf16 bar of 5e-3, with long memory in mind (the new value v and the state's
+ * Precision. GDN_PRECISION_FAST (g->fast) takes the hi part of every operand below and drops
+ * the lo parts and terms: each operand rounded once to bf16, as the CUDA fast mode. High, for
+ * f32 outputs and states within 5e-5, with long memory in mind (the new value v and the state's
  * prediction e^G k S nearly cancel): the state pass forms the residual R = beta (v - e^G k S)
  * in f32 from the exact bf16 k, v and S as hi + lo bf16 parts, and only then rounds it; the
  * inverse (I + A)^-1 and R itself enter V' = (I + A)^-1 R as hi + lo parts, and so does the
@@ -377,20 +379,22 @@ static void bf16_state(const cpu_chunk_geom *g, const cpu_chunk_keys *keys, cpu_
     S += c0;
     O += c0;
     products_begin();
-    const bf16_term ks = {K16, Kp, {Sh, Sl}, 2, e.ldv, Kp};
+    /* fast: each operand's hi part alone (nb, nt: the second B part and the second term) */
+    const int nb = g->fast ? 1 : 2, nt = g->fast ? 1 : 2;
+    const bf16_term ks = {K16, Kp, {Sh, Sl}, nb, e.ldv, Kp};
     bf16_gemm(Cp, nc, &ks, 1, NULL, 0, O, ldf, 0); /* K S, in O until O is made */
     residual_to_vnni(U, O, ldf, Cp, nc, beta, res, sig, Xh, Xl, ldv);
-    const bf16_term tr[2] = {{Th, Cp, {Xh, Xl}, 2, ldv, Cp}, {Tl, Cp, {Xh, NULL}, 1, ldv, Cp}};
-    bf16_gemm(Cp, nc, tr, 2, NULL, 0, U, ldf, A_LOWER); /* V' = T R */
-    const bf16_term qs = {Q16, Kp, {Sh, Sl}, 2, e.ldv, Kp};
+    const bf16_term tr[2] = {{Th, Cp, {Xh, Xl}, nb, ldv, Cp}, {Tl, Cp, {Xh, NULL}, 1, ldv, Cp}};
+    bf16_gemm(Cp, nc, tr, nt, NULL, 0, U, ldf, A_LOWER); /* V' = T R */
+    const bf16_term qs = {Q16, Kp, {Sh, Sl}, nb, e.ldv, Kp};
     bf16_gemm(Cp, nc, &qs, 1, NULL, 0, O, ldf, 0);
     finish_values(U, O, ldf, Cp, nc, out, sig, upd, lazy ? 1.0f / next : 1.0f, Vh, Vl, Xh, Xl,
                   ldv);
-    const bf16_term pv[2] = {{Ph, 2 * Cp, {Vh, Vl}, 2, ldv, Cp},
+    const bf16_term pv[2] = {{Ph, 2 * Cp, {Vh, Vl}, nb, ldv, Cp},
                              {Ph + Cp, 2 * Cp, {Vh, NULL}, 1, ldv, Cp}};
-    bf16_gemm(Cp, nc, pv, 2, O, ldf, O, ldf, A_LOWER); /* O = diag(out) Q S + P V' */
+    bf16_gemm(Cp, nc, pv, nt, O, ldf, O, ldf, A_LOWER); /* O = diag(out) Q S + P V' */
     for (int64_t j = 0; j < nc; j += 32) { /* the update (above), then the panel's words */
-        const bf16_term kv = {KT16, Cp, {Xh + j, Xl + j}, 2, ldv, Cp};
+        const bf16_term kv = {KT16, Cp, {Xh + j, Xl + j}, nb, ldv, Cp};
         if (!lazy) /* the panel then waits in L1 for the update */
             scale_block(S + j, ldf, Kp, 32, next);
         bf16_gemm(Kp, 32, &kv, 1, S + j, ldf, S + j, ldf, 0);
