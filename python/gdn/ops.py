@@ -1,23 +1,35 @@
-"""FLA- and causal-conv1d-compatible functions over NumPy arrays and torch tensors.
+"""FLA-compatible functions over NumPy arrays and torch tensors (the causal-conv1d ones are in
+conv.py), and the argument adapters both modules share.
 
-Every function takes arrays in libgdn's layouts (token-major, last dimension contiguous, any other
-strides), allocates its outputs in the caller's framework and device, and runs on:
+Every function takes arrays in libgdn's layouts (token-major), allocates its outputs in the
+caller's framework and device, and runs on:
   - the cuda backend for CUDA tensors, on torch's current stream;
   - the best host backend otherwise (`backend=` overrides: "ref", "cpu", "auto").
 Errors raise gdn.GdnError (gdn.GdnValueError for bad arguments) with libgdn's message; a call
 refused for its arguments writes nothing (every check runs before the first write into a
 caller's array).
+
+Copies. Arrays are handed to libgdn in place whenever its C API can read them, which is any
+strides at all except: a last dimension that is not contiguous (activations, q/k/v, g, beta, the
+conv weight), and, for NumPy arrays only, negative strides, unaligned data or strides that are
+not whole elements. Such an input is copied (contiguously) before the call; a state pool written
+in place that libgdn cannot address (NumPy only) is worked on in a copy that is copied back after
+the call succeeds. Index arrays (cu_seqlens, slots, flags) are copied to the data's device when
+they are not there, and when they repeat elements (stride 0). The other copies are FLA's
+initial_state and causal-conv1d's initial_states (read, never written: libgdn works on a private
+copy) and the float32 copies of mixed q / k / v dtypes (chunk_gated_delta_rule).
 Arrays that are written in place must be writable (not read-only, no stride-0 repeats). Output
 rows of padding sequences (slot -1) are zeros; empty inputs give empty outputs.
 """
 import ctypes
+import os
 
 import numpy as np
 
 from . import _lib
-from ._lib import (A_FORMS, ACT_NONE, ACT_SILU, ALGORITHMS, CHUNK_SIZE_AUTO, PRECISIONS, ERR_DTYPE, ERR_SHAPE,
-                   GVAS, SCALE_AUTO, SOFTPLUS_THRESHOLD, STATE_KV, STATE_VK, GdnValueError, check,
-                   describe, lib)
+from ._lib import (A_FORMS, ACT_NONE, ACT_SILU, ALGORITHMS, CHUNK_SIZE_AUTO, ERR_SHAPE, GVAS,
+                   PRECISIONS, SCALE_AUTO, SOFTPLUS_THRESHOLD, STATE_KV, STATE_VK, GdnValueError,
+                   check, describe, lib)
 
 
 def _activation(name):
@@ -48,6 +60,68 @@ def _gating_params(A_log, dt_bias, *, a_form, threshold, allow_neg_eigval):
     return p
 
 
+# ---- argument adapters: what libgdn reads in place, and copies of what it cannot ---------------
+
+def _element_strides(x):
+    """x's strides in elements, or None for a NumPy array libgdn cannot address at all
+    (unaligned data, or byte strides that are not whole elements)."""
+    if _lib.is_torch(x):
+        return x.stride()
+    if not x.flags.aligned or any(s % x.itemsize for s in x.strides):
+        return None
+    return [s // x.itemsize for s in x.strides]
+
+
+def _addressable(x, last_contiguous, no_repeats=False):
+    """Can libgdn's C API read x where it is? Strides must be >= 0 (torch's always are); with
+    last_contiguous, the last dimension must have stride 1 (when it has more than one element);
+    with no_repeats, no dimension of more than one element may have stride 0."""
+    if x.ndim == 0 or _lib.numel(x) == 0:
+        return True  # describe() names rank 0, and gives empty arrays a layout of their own
+    strides = _element_strides(x)
+    if strides is None or any(s < 0 for s in strides):
+        return False
+    if last_contiguous and x.shape[-1] > 1 and strides[-1] != 1:
+        return False
+    return not (no_repeats and any(s == 0 and n > 1 for n, s in zip(x.shape, strides)))
+
+
+def _contiguous(x):
+    """A contiguous copy (NumPy: always a new, aligned array; ascontiguousarray would hand an
+    unaligned contiguous one back as it is)."""
+    return x.contiguous() if _lib.is_torch(x) else np.array(x, order="C")
+
+
+def _readable(x, last_contiguous=True):
+    """x itself when libgdn can read it in place, else a contiguous copy (same dtype/device)."""
+    if x is None or not (_lib.is_torch(x) or isinstance(x, np.ndarray)):
+        return x  # None, or a wrong type for describe() to name
+    return x if _addressable(x, last_contiguous) else _contiguous(x)
+
+
+def _index(x, like):
+    """An index array (cu_seqlens, slots, flags; lists too) on like's framework and device,
+    copied if libgdn cannot read it there (negative strides, repeated elements)."""
+    x = _lib.on_device_of(x, like)
+    if x is None or _addressable(x, last_contiguous=False, no_repeats=True):
+        return x
+    return _contiguous(x)
+
+
+def _in_place(x):
+    """The array libgdn writes for the caller's x: x itself, or (for a NumPy array with negative
+    strides or unaligned data) a contiguous copy to be copied back with _copy_back() after the
+    call succeeds. Run check_writable(x) first."""
+    if x is None or not isinstance(x, np.ndarray) or _addressable(x, last_contiguous=False):
+        return x
+    return _contiguous(x)
+
+
+def _copy_back(x, work):
+    if work is not x:
+        np.copyto(x, work)
+
+
 # ---- shared checks ---------------------------------------------------------------------------
 
 def _check_shape(x, name, expected, what):
@@ -64,17 +138,95 @@ def _check_shape(x, name, expected, what):
             raise GdnValueError(ERR_SHAPE, f"{name}.shape[{d}] is {n}, expected {want} ({what})")
 
 
+# ---- FLA's keywords ----------------------------------------------------------------------------
+
+# FLA keywords that libgdn has no use for: accepted (with strict=True too) and ignored.
+# cu_seqlens_cpu and chunk_indices are FLA's precomputed helpers for cu_seqlens; gk, gv,
+# cp_context and head_first are accepted at the values that leave the math alone (None, None,
+# None, False) and refused at any other (_REFUSED).
+_FLA_IGNORED = frozenset({"cu_seqlens_cpu", "chunk_indices"})
+# keyword -> (is the value one that changes the math?, why it is refused)
+_REFUSED = {
+    "gk": (lambda x: x is not None, "gk (per-channel key gates) is not supported by libgdn: it "
+                                    "changes the recurrence"),
+    "gv": (lambda x: x is not None, "gv (per-channel value gates) is not supported by libgdn: "
+                                    "it changes the recurrence"),
+    "cp_context": (lambda x: x is not None, "cp_context (context parallelism) is not supported "
+                                            "by libgdn"),
+    "head_first": (bool, "head_first=True ([B, H, T, ...] inputs) is not supported: pass "
+                         "[B, T, H, ...] (FLA removed head_first too)"),
+    # vLLM's fork of fused_recurrent_gated_delta_rule: silently ignored they would lose states
+    "ssm_state_indices": (lambda x: x is not None, "ssm_state_indices (vLLM) is not supported: "
+                                                   "pass state_pool= and state_indices="),
+    "inplace_final_state": (bool, "inplace_final_state (vLLM) is not supported: pass the states "
+                                  "as state_pool= to have them updated in place"),
+    "num_accepted_tokens": (lambda x: x is not None, "num_accepted_tokens (vLLM speculative "
+                                                     "decoding) is not supported by libgdn"),
+}
+
+
+def _strict(strict):
+    """strict=None follows the environment: GDN_STRICT_KWARGS=1 makes unknown keywords errors."""
+    if strict is None:
+        return os.environ.get("GDN_STRICT_KWARGS", "").strip().lower() in ("1", "true", "yes")
+    return bool(strict)
+
+
+def _fla_keywords(fn, kwargs, *, strict, state_v_first):
+    """Applies the keywords that reach a delta-rule function's **kwargs and returns the state
+    layout (state_v_first: None means not given, i.e. False). transpose_state_layout is FLA's
+    older name of state_v_first; the keywords of _REFUSED raise ValueError at values that change
+    the math; FLA's helpers (_FLA_IGNORED) are ignored; any other keyword is ignored too (as
+    FLA's **kwargs swallows it), or a TypeError naming it with strict."""
+    kwargs = dict(kwargs)
+    if "transpose_state_layout" in kwargs:
+        transpose = bool(kwargs.pop("transpose_state_layout"))
+        if state_v_first is not None and bool(state_v_first) != transpose:
+            raise ValueError(f"{fn}: state_v_first={bool(state_v_first)} and "
+                             f"transpose_state_layout={transpose} disagree (they are one option: "
+                             "transpose_state_layout is its older name); pass one")
+        state_v_first = transpose
+    for name, (changes_math, why) in _REFUSED.items():
+        if name in kwargs and changes_math(kwargs[name]):
+            raise ValueError(f"{fn}: {why}")
+    unknown = sorted(set(kwargs) - _FLA_IGNORED - set(_REFUSED))
+    if unknown and _strict(strict):
+        raise TypeError(f"{fn}() got unexpected keyword argument(s) "
+                        f"{', '.join(map(repr, unknown))} (strict: unset GDN_STRICT_KWARGS or pass "
+                        "strict=False to have unknown keywords ignored, as FLA does)")
+    return bool(state_v_first)
+
+
 # ---- the gated delta rule -------------------------------------------------------------------
+
+_FLOAT32_16 = ("float32", "float16", "bfloat16")
+
+
+def _one_qkv_dtype(q, k, v):
+    """q, k and v in one dtype, as libgdn takes them: as they are when their dtypes agree, else
+    float32 copies of those that are not float32 (bf16 / f16 -> f32 is exact, so nothing is lost;
+    the math then runs in float32). Other dtypes are left for describe() to name."""
+    names = [str(t.dtype).replace("torch.", "") for t in (q, k, v)]
+    if len(set(names)) == 1 or not all(n in _FLOAT32_16 for n in names):
+        return q, k, v
+
+    def float32(t):  # one copy, contiguous: no second one for a strided t
+        if _lib.is_torch(t):
+            return t.to(_lib.torch.float32, memory_format=_lib.torch.contiguous_format)
+        return t.astype(np.float32, order="C")
+    return tuple(t if n == "float32" else float32(t) for t, n in zip((q, k, v), names))
+
 
 def _delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None, output_final_state=False,
                 use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False, A_log=None,
                 dt_bias=None, use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False,
                 state_v_first=False, cu_seqlens=None, state_pool=None, state_indices=None,
                 has_initial_state=None, gva="block", chunk_size=None, algorithm="auto",
-                precision="auto", backend=None):
+                precision="auto", backend=None, out_dtype_of="v"):
     """The one gdn_delta_rule call behind both public delta-rule functions. Options are keyword
-    arguments named as in the public functions; their defaults are libgdn's. Returns (o, final
-    state or None)."""
+    arguments named as in the public functions; their defaults are libgdn's. out_dtype_of ("q"
+    or "v") names the input whose dtype the output takes (FLA: q for chunk, v for recurrent).
+    Returns (o, final state or None)."""
     if gva not in GVAS:
         raise ValueError(f"gva is {gva!r}, expected 'block' (FLA, HF) or 'tiled' (ggml, GGUF)")
     if algorithm not in ALGORITHMS:
@@ -83,9 +235,13 @@ def _delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None, output_fina
         raise ValueError(f"precision is {precision!r}, expected one of {sorted(PRECISIONS)}")
     dev = _lib.common_device(q, k, v, g, beta, initial_state, state_pool, A_log, dt_bias)
     ctx = _lib.context(backend, dev)
+    out_dtype = (q if out_dtype_of == "q" else v).dtype
+    q, k, v = (_readable(t) for t in _one_qkv_dtype(q, k, v))
+    g, beta = _readable(g), _readable(beta)
+    A_log, dt_bias = _readable(A_log, False), _readable(dt_bias, False)
     B, T, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
-    cu = _lib.on_device_of(cu_seqlens, q)  # lists and host arrays are accepted too
+    cu = _index(cu_seqlens, q)
     N = B if cu is None else cu.shape[0] - 1
     if state_pool is not None and initial_state is not None:
         raise ValueError("pass initial_state (FLA style) or state_pool (in place), not both")
@@ -98,15 +254,15 @@ def _delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None, output_fina
     g, beta, gate_in_kernel = _split_gating(
         g, beta, gate=use_gate_in_kernel, beta_sigmoid=use_beta_sigmoid_in_kernel, A_log=A_log,
         dt_bias=dt_bias, allow_neg_eigval=allow_neg_eigval, backend=backend)
-    pool = state_pool  # FLA's initial_state is read, never written: libgdn gets a copy
+    pool = _in_place(state_pool)  # FLA's initial_state is read, never written: libgdn gets a copy
     if pool is None and (initial_state is not None or output_final_state):
         pool = (_lib.zeros(q, state_shape, _lib.float32_of(q)) if initial_state is None
                 else initial_state.float().clone() if _lib.is_torch(initial_state)
                 else np.array(initial_state, dtype=np.float32))
-    slots = _lib.on_device_of(state_indices, q)
-    flags = _lib.on_device_of(has_initial_state, q)
+    slots = _index(state_indices, q)
+    flags = _index(has_initial_state, q)
     # rows of padding sequences (slot -1) are skipped by libgdn: they must read as zeros
-    o = _lib.empty(v, v.shape) if slots is None else _lib.zeros(v, v.shape)
+    o = (_lib.empty if slots is None else _lib.zeros)(v, v.shape, out_dtype)
     a = lib.gdn_delta_rule_default_args()
     keep = (q, k, v, g, beta, o, pool, cu, slots, flags, A_log, dt_bias)  # alive until the call
     a.q, a.k, a.v = describe(q, "q"), describe(k, "k"), describe(v, "v")
@@ -127,6 +283,9 @@ def _delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None, output_fina
                                   allow_neg_eigval=allow_neg_eigval)
     check(lib.gdn_delta_rule(ctx, ctypes.byref(a)), ctx)
     del keep
+    if state_pool is not None:
+        _copy_back(state_pool, pool)
+        pool = state_pool
     return o, (pool if output_final_state else None)
 
 
@@ -144,21 +303,30 @@ def _split_gating(g, beta, *, gate, beta_sigmoid, A_log, dt_bias, allow_neg_eigv
     return g, beta, False
 
 
-def _reject_unknown(kwargs, allowed_none=("cu_seqlens_cpu", "chunk_indices", "cp_context")):
-    for name, value in kwargs.items():
-        if name not in allowed_none:
-            raise TypeError(f"unexpected keyword argument {name!r}")
-        if value is not None and name == "cp_context":
-            raise ValueError("cp_context (context parallelism) is not supported")
+_FLA_CALL_NOTES = """
+    FLA parity of the call: inputs may have any strides; q, k, v, g, beta whose last dimension
+    is not contiguous (e.g. HF's views of a conv output) are copied, as are NumPy arrays with
+    negative strides (module docstring, "Copies"); everything else is read in place. q, k and v
+    may differ in dtype (e.g. q, k float32 and v bfloat16): those that are not float32 are then
+    copied to float32 and the math runs in float32 (no rounding of the inputs), and o takes
+    {out}'s dtype, as FLA's does. transpose_state_layout is accepted as the older name of
+    state_v_first (both given and different: ValueError). Keywords libgdn ignores:
+    cu_seqlens_cpu, chunk_indices, and cp_context=None, head_first=False, gk=None, gv=None;
+    any other unknown keyword (HF passes some, e.g. use_cache) is ignored as FLA's **kwargs does,
+    unless strict=True or the environment has GDN_STRICT_KWARGS=1: then it is a TypeError naming
+    it. Refused with ValueError because they change the math: gk, gv (per-channel gates),
+    cp_context, head_first=True, and vLLM's ssm_state_indices, inplace_final_state,
+    num_accepted_tokens (use state_pool= / state_indices=)."""
 
 
 def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None,
                            output_final_state=False, use_qk_l2norm_in_kernel=False,
                            use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False,
-                           state_v_first=False, cu_seqlens=None, *, use_gate_in_kernel=False,
+                           state_v_first=None, cu_seqlens=None, *, use_gate_in_kernel=False,
                            A_log=None, dt_bias=None, state_pool=None, state_indices=None,
                            has_initial_state=None, gva="block", chunk_size=None,
-                           algorithm="auto", precision="auto", backend=None, **kwargs):
+                           algorithm="auto", precision="auto", backend=None, strict=None,
+                           **kwargs):
     """Prefill: FLA's chunk_gated_delta_rule. q, k [B, T, H, K]; v [B, T, HV, V]; g, beta
     [B, T, HV]; initial_state [N, HV, K, V] ([N, HV, V, K] with state_v_first). Returns
     (o [B, T, HV, V], final_state or None); scale None or 0 means 1/sqrt(K).
@@ -169,8 +337,10 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None,
     has_initial_state; gva="tiled"; chunk_size (16, 32, 64, 128; None: the backend's choice);
     precision ("fast", the default "auto": tensor-core operands of bf16 / f16 inputs rounded once,
     within 5e-3 of float64; "high": hi + lo operands, f32 outputs and states within 5e-5);
-    backend."""
-    _reject_unknown(kwargs)
+    backend; strict (see below).
+    """
+    state_v_first = _fla_keywords("chunk_gated_delta_rule", kwargs, strict=strict,
+                                  state_v_first=state_v_first)
     return _delta_rule(
         q, k, v, g, beta, scale=scale, initial_state=initial_state,
         output_final_state=output_final_state, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
@@ -178,23 +348,28 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None,
         use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel, allow_neg_eigval=allow_neg_eigval,
         state_v_first=state_v_first, cu_seqlens=cu_seqlens, state_pool=state_pool,
         state_indices=state_indices, has_initial_state=has_initial_state, gva=gva,
-        chunk_size=chunk_size, algorithm=algorithm, precision=precision, backend=backend)
+        chunk_size=chunk_size, algorithm=algorithm, precision=precision, backend=backend,
+        out_dtype_of="q")
+
+
+if chunk_gated_delta_rule.__doc__:  # None under python -OO
+    chunk_gated_delta_rule.__doc__ += _FLA_CALL_NOTES.format(out="q")  # FLA: o.to(q.dtype)
 
 
 def fused_recurrent_gated_delta_rule(q, k, v, g=None, beta=None, scale=None, initial_state=None,
                                      output_final_state=False, use_qk_l2norm_in_kernel=False,
                                      use_gate_in_kernel=False, A_log=None, dt_bias=None,
                                      use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False,
-                                     state_v_first=False, cu_seqlens=None, *, state_pool=None,
+                                     state_v_first=None, cu_seqlens=None, *, state_pool=None,
                                      state_indices=None, has_initial_state=None, gva="block",
-                                     backend=None, **kwargs):
+                                     backend=None, strict=None, **kwargs):
     """Decode and short calls: FLA's fused_recurrent_gated_delta_rule (same arguments and
-    returns as chunk_gated_delta_rule, less chunk_size and algorithm: it always runs the
-    recurrent form; gk/gv per-channel gates are not supported)."""
-    for name in ("gk", "gv"):
-        if kwargs.pop(name, None) is not None:
-            raise ValueError(f"{name} (per-channel gates) is not supported by libgdn")
-    _reject_unknown(kwargs)
+    returns as chunk_gated_delta_rule, less chunk_size, algorithm and precision: it always runs
+    the recurrent form, in float32). Unlike FLA's, g and beta are the 4th and 5th positional
+    arguments (FLA has gk, gv between them): pass FLA's gk / gv by keyword, or not at all.
+    """
+    state_v_first = _fla_keywords("fused_recurrent_gated_delta_rule", kwargs, strict=strict,
+                                  state_v_first=state_v_first)
     return _delta_rule(
         q, k, v, g, beta, scale=scale, initial_state=initial_state,
         output_final_state=output_final_state, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
@@ -202,7 +377,11 @@ def fused_recurrent_gated_delta_rule(q, k, v, g=None, beta=None, scale=None, ini
         use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel, allow_neg_eigval=allow_neg_eigval,
         state_v_first=state_v_first, cu_seqlens=cu_seqlens, state_pool=state_pool,
         state_indices=state_indices, has_initial_state=has_initial_state, gva=gva,
-        algorithm="recurrent", backend=backend)
+        algorithm="recurrent", backend=backend, out_dtype_of="v")
+
+
+if fused_recurrent_gated_delta_rule.__doc__:
+    fused_recurrent_gated_delta_rule.__doc__ += _FLA_CALL_NOTES.format(out="v")  # FLA: like v
 
 
 # ---- gating, norms ---------------------------------------------------------------------------
@@ -211,11 +390,14 @@ def fused_gdn_gating(A_log, a, b, dt_bias=None, beta=1.0, threshold=20.0, *,
                      allow_neg_eigval=False, a_form="A_log", backend=None):
     """g = -exp(A_log) * softplus(a + dt_bias) and beta = sigmoid(b) (2 sigmoid(b) with
     allow_neg_eigval), in float32, shaped like a. b may be None (then beta is None).
-    a_form="neg_exp" takes GGUF's ssm_a = -exp(A_log) in place of A_log."""
+    a_form="neg_exp" takes GGUF's ssm_a = -exp(A_log) in place of A_log. a and b whose last
+    dimension is not contiguous are copied (module docstring, "Copies")."""
     if beta != 1.0:
         raise ValueError("softplus beta other than 1.0 is not supported")
     dev = _lib.common_device(A_log, a, b, dt_bias)
     ctx = _lib.context(backend, dev)
+    a, b = _readable(a), _readable(b)
+    A_log, dt_bias = _readable(A_log, False), _readable(dt_bias, False)
     g_out = _lib.empty(a, a.shape, _lib.float32_of(a))
     beta_out = None if b is None else _lib.empty(a, a.shape, _lib.float32_of(a))
     p = _gating_params(A_log, dt_bias, a_form=a_form, threshold=threshold,
@@ -228,8 +410,10 @@ def fused_gdn_gating(A_log, a, b, dt_bias=None, beta=1.0, threshold=20.0, *,
 
 
 def l2norm(x, eps=1e-6, *, backend=None):
-    """x / sqrt(sum(x^2) + eps) over the last dimension, in x's dtype."""
+    """x / sqrt(sum(x^2) + eps) over the last dimension, in x's dtype (an x whose last
+    dimension is not contiguous is copied first)."""
     ctx = _lib.context(backend, _lib.device_of(x))
+    x = _readable(x)
     out = _lib.empty(x, x.shape)
     tx, to = describe(x, "x"), describe(out, "out")
     check(lib.gdn_l2norm(ctx, ctypes.byref(tx), ctypes.byref(to), eps), ctx)
@@ -241,13 +425,15 @@ def rms_norm_gated(x, g, weight, bias=None, activation="swish", residual=None, p
                    weight_offset=False, backend=None):
     """FLA's rms_norm_gated: x / sqrt(mean(x^2) + eps) * weight * silu(g) over the last
     dimension (norm_before_gate=False: rmsnorm(x * silu(g)) * weight; weight_offset: 1 + w).
-    g may be None (no gate). bias, residual and prenorm are not supported."""
+    g may be None (no gate). bias, residual and prenorm are not supported. x and g whose last
+    dimension is not contiguous are copied first."""
     if bias is not None or residual is not None or prenorm:
         raise ValueError("bias, residual and prenorm are not supported by libgdn's gated RMSNorm")
     if _activation(activation) != ACT_SILU:
         raise ValueError("only the swish/silu gate is supported")
     del residual_in_fp32
     ctx = _lib.context(backend, _lib.common_device(x, g, weight))
+    x, g, weight = _readable(x), _readable(g), _readable(weight, False)
     out = _lib.empty(x, x.shape)
     a = lib.gdn_rmsnorm_default_args()
     a.x, a.z, a.weight, a.out = (describe(x, "x"), describe(g, "g"), describe(weight, "weight"),
@@ -257,126 +443,3 @@ def rms_norm_gated(x, g, weight, bias=None, activation="swish", residual=None, p
     a.norm_before_gate = int(bool(norm_before_gate))
     check(lib.gdn_rmsnorm_gated(ctx, ctypes.byref(a)), ctx)
     return out
-
-
-# ---- causal conv1d ---------------------------------------------------------------------------
-
-def _weight_2d(weight):
-    return weight.reshape(weight.shape[0], weight.shape[-1]) if weight.ndim == 3 else weight
-
-
-def _last_dim_contiguous(x):
-    """x itself when its last dimension is contiguous (as libgdn requires), else a copy."""
-    stride = x.stride()[-1] if _lib.is_torch(x) else x.strides[-1] // x.itemsize
-    if stride != 1 and x.shape[-1] > 1:
-        x = x.contiguous() if _lib.is_torch(x) else np.ascontiguousarray(x)
-    return x
-
-
-def _channels_last(x):
-    """x [B, C, T] (causal-conv1d) as the [B, T, C] view libgdn reads; a copy only if the
-    channels are not contiguous."""
-    return _last_dim_contiguous(x.transpose(-1, -2) if _lib.is_torch(x) else np.swapaxes(x, -1, -2))
-
-
-def _check_states_out(out, name, shape):
-    """final_states_out is written after the call: check it as thoroughly as libgdn would."""
-    if out is None:
-        return
-    _lib.check_writable(out, name)
-    _check_shape(out, name, shape, "[N, C, W-1]: one state per sequence")
-    floating = out.dtype.is_floating_point if _lib.is_torch(out) else out.dtype.kind == "f"
-    if not floating:
-        raise GdnValueError(ERR_DTYPE,
-                            f"{name}: dtype {out.dtype}, expected a floating-point dtype")
-
-
-def causal_conv1d_fn(x, weight, bias=None, seq_idx=None, initial_states=None,
-                     return_final_states=False, final_states_out=None, activation=None, *,
-                     conv_states=None, cache_indices=None, has_initial_state=None,
-                     query_start_loc=None, backend=None):
-    """causal-conv1d's causal_conv1d_fn. x [B, C, T] (or [C, T_total] with query_start_loc for
-    varlen, as vLLM), weight [C, W]; initial_states / final states [N, C, W-1] (N = B, or
-    len(query_start_loc) - 1). Returns out shaped like x (and the final states when
-    return_final_states; final_states_out, if given, is filled only when the call succeeds).
-    libgdn extras: conv_states [S, C, W-1] updated in place, with cache_indices (slot per
-    sequence, -1 = skip: that sequence's output comes back as zeros) and has_initial_state."""
-    if seq_idx is not None:
-        raise ValueError("seq_idx is not supported: use query_start_loc (varlen offsets)")
-    if initial_states is not None and conv_states is not None:
-        raise ValueError("pass initial_states or conv_states, not both")
-    varlen = x.ndim == 2
-    if varlen and query_start_loc is None:
-        raise ValueError("a 2-D x [C, T_total] needs query_start_loc")
-    xt = _channels_last(x[None] if varlen else x)  # [B, T, C]
-    weight = _weight_2d(weight)
-    B, T, C = xt.shape
-    W = weight.shape[-1]
-    cu = _lib.on_device_of(query_start_loc, x)
-    N = B if cu is None else cu.shape[0] - 1
-    # nothing is written before libgdn has validated the call: the final states are computed in
-    # a private pool and copied to final_states_out only after success
-    state_shape = (N, C, max(W - 1, 0))  # libgdn names a bad width
-    _lib.check_writable(conv_states, "conv_states")
-    _check_shape(initial_states, "initial_states", state_shape,
-                 "[N, C, W-1]: one state per sequence")
-    _check_states_out(final_states_out, "final_states_out", state_shape)
-    ctx = _lib.context(backend, _lib.common_device(x, weight, bias, conv_states, initial_states,
-                                                   final_states_out))
-    pool = conv_states
-    if pool is None and (initial_states is not None or return_final_states):
-        pool = (_lib.zeros(x, state_shape) if initial_states is None
-                else _lib.copy_of(initial_states))
-    slots = _lib.on_device_of(cache_indices, x)
-    flags = _lib.on_device_of(has_initial_state, x)
-    # rows of padding sequences (slot -1) are skipped by libgdn: they must read as zeros
-    out = _lib.empty(x, (B, T, C)) if slots is None else _lib.zeros(x, (B, T, C))
-    a = lib.gdn_conv1d_default_args()
-    keep = (xt, weight, bias, out, pool, cu, slots, flags)
-    a.x, a.weight, a.bias, a.out = (describe(xt, "x"), describe(weight, "weight"),
-                                    describe(bias, "bias"), describe(out, "out"))
-    a.conv_state, a.state_slots = describe(pool, "conv_states"), describe(slots, "cache_indices")
-    a.has_initial_state = describe(flags, "has_initial_state")
-    a.cu_seqlens = describe(cu, "query_start_loc")
-    a.activation = _activation(activation)
-    check(lib.gdn_conv1d(ctx, ctypes.byref(a)), ctx)
-    del keep
-    if final_states_out is not None and pool is not conv_states:
-        _lib.copy_into(final_states_out, pool)
-        pool = final_states_out
-    y = out.transpose(-1, -2) if _lib.is_torch(out) else np.swapaxes(out, -1, -2)
-    y = y[0] if varlen else y
-    return (y, pool) if return_final_states else y
-
-
-def causal_conv1d_update(x, conv_state, weight, bias=None, activation=None, cache_seqlens=None,
-                         conv_state_indices=None, *, backend=None):
-    """causal-conv1d's causal_conv1d_update for one token: x [B, C] (or [B, C, 1]);
-    conv_state [S, C, W-1] updated in place (row conv_state_indices[b], or b; -1 = skip, and
-    that row of the output comes back as zeros). Returns out shaped like x."""
-    if cache_seqlens is not None:
-        raise ValueError("cache_seqlens (circular conv state) is not supported")
-    squeeze = x.ndim == 3
-    if squeeze and x.shape[-1] != 1:
-        raise ValueError("causal_conv1d_update takes one token per sequence "
-                         "(x [B, C] or [B, C, 1])")
-    x2 = _last_dim_contiguous(x[..., 0] if squeeze else x)  # e.g. x[:, :, t] of a [B, C, T] x
-    weight = _weight_2d(weight)
-    if conv_state.shape[-1] != weight.shape[-1] - 1:
-        raise ValueError(f"conv_state has {conv_state.shape[-1]} columns, expected width - 1 = "
-                         f"{weight.shape[-1] - 1}")
-    _lib.check_writable(conv_state, "conv_state")
-    ctx = _lib.context(backend, _lib.common_device(x, conv_state, weight, bias))
-    slots = _lib.on_device_of(conv_state_indices, x)
-    # rows of padding sequences (slot -1) are skipped by libgdn: they must read as zeros
-    out = _lib.empty(x2, x2.shape) if slots is None else _lib.zeros(x2, x2.shape)
-    a = lib.gdn_conv1d_update_default_args()
-    keep = (x2, weight, bias, out, conv_state, slots)
-    a.x, a.weight, a.bias, a.out = (describe(x2, "x"), describe(weight, "weight"),
-                                    describe(bias, "bias"), describe(out, "out"))
-    a.conv_state, a.state_slots = (describe(conv_state, "conv_state"),
-                                   describe(slots, "conv_state_indices"))
-    a.activation = _activation(activation)
-    check(lib.gdn_conv1d_update(ctx, ctypes.byref(a)), ctx)
-    del keep
-    return out[..., None] if squeeze else out
