@@ -162,11 +162,12 @@ void launch_chunk_offsets(const chunk_offsets_args &a, cudaStream_t stream);
 // The f32 path: its preparation over nc chunk slots, and its state pass over N sequences.
 void launch_chunk_prep(const chunk_prep_args &a, int64_t nc, int smem, cudaStream_t stream);
 void launch_chunk_state(const chunk_state_args &a, int smem, cudaStream_t stream);
-// The 16-bit path for inputs of dtype dt (GDN_BF16 or GDN_F16) and K rounded up to KP (32, 64,
-// 96 or 128): the preparation, and chunk_state_tc's maps (!out) or output pass over nslots.
-void launch_chunk_prep_tc(gdn_dtype dt, int KP, const chunk_prep_tc_args &a, int64_t nc, int smem,
-                          cudaStream_t stream);
-void launch_chunk_state_tc(gdn_dtype dt, int KP, bool out, const chunk_pass_args &a,
+// The 16-bit path for inputs of dtype dt (GDN_BF16 or GDN_F16), in the fast precision mode or
+// the high one (fast), and K rounded up to KP (32, 64, 96 or 128): the preparation, and
+// chunk_state_tc's maps (!out) or output pass over nslots.
+void launch_chunk_prep_tc(gdn_dtype dt, bool fast, int KP, const chunk_prep_tc_args &a,
+                          int64_t nc, int smem, cudaStream_t stream);
+void launch_chunk_state_tc(gdn_dtype dt, bool fast, int KP, bool out, const chunk_pass_args &a,
                            int64_t nslots, int smem, cudaStream_t stream);
 // The stitch of KP (32 .. 128) rows in blocks of cols (8 or 16) value columns.
 void launch_stitch(int KP, int cols, const stitch_args &a, cudaStream_t stream);
@@ -174,8 +175,8 @@ void launch_stitch(int KP, int cols, const stitch_args &a, cudaStream_t stream);
 // Whether the current device runs chunk_state_wg's sm_90a code; its maps or output pass with nw
 // warpgroups a block (KP 64 or 128; nw 2 only for KP = VP = 128).
 bool chunk_state_wg_loaded();
-void launch_chunk_state_wg(gdn_dtype dt, int KP, bool out, int nw, const chunk_pass_args &a,
-                           int64_t nslots, cudaStream_t stream);
+void launch_chunk_state_wg(gdn_dtype dt, bool fast, int KP, bool out, int nw,
+                           const chunk_pass_args &a, int64_t nslots, cudaStream_t stream);
 #endif
 
 #endif

@@ -2,7 +2,8 @@
 // per (chunk, value head), all chunks in parallel. It makes what chunk_prep makes (the f32 path,
 // cuda_chunk_prep.cu) in the 16-bit path's precision (cuda_delta_rule_chunked.cu): W as hi + lo
 // parts, U in f32, Aqk as bf16 hi + lo (prec_out), q and k as they came with their row factors
-// apart (eg, ek), every block in the state passes' stage layout (cuda_chunk_layout.h).
+// apart (eg, ek), every block in the state passes' stage layout (cuda_chunk_layout.h). The fast
+// mode's policies (P::split false) write the hi parts alone, from products of T rounded once.
 // Where the state passes take q and k straight from the inputs (direct_keys, sm_90) it writes
 // no copy of them.
 #include "cuda_async_copy.cuh"
@@ -412,7 +413,8 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const chunk_pre
                     }
                 unsigned char *stage = reinterpret_cast<unsigned char *>(scratch);
                 store_block16<qswz>(aq, ldq, m0, 16 * b, hw, stage);
-                store_block16<qswz>(aql, ldq, m0, 16 * b, lw, stage + 512);
+                if constexpr (P::split)
+                    store_block16<qswz>(aql, ldq, m0, 16 * b, lw, stage + 512);
             }
             zero_upper_blocks(Tm, L.ldf); // for W and U's products, which read T whole
             if (first_of_key_head(p.shape, hv) && !p.direct_keys) // and Q and K as they came go to
@@ -452,7 +454,8 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const chunk_pre
             for (int ks = 0; ks < 4; ks++) {
                 frag_b2(fb, B, ldb, 16 * ks, nb);
                 mma2<P>(acc[0], acc[1], ta[ks], fb);
-                mma2<P>(acl[0], acl[1], tl[ks], fb);
+                if constexpr (P::split)
+                    mma2<P>(acl[0], acl[1], tl[ks], fb);
             }
 #pragma unroll
             for (int jt = 0; jt < 2; jt++)
@@ -468,7 +471,8 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const chunk_pre
                         split_pair<P>(wpow.y * acc[jt][2 * h], wpow.y * acc[jt][2 * h + 1],
                                       hw[jt][h], lw[jt][h]);
                 store_block16<kswz>(w, ldg, m0, nb, hw, stage);
-                store_block16<kswz>(wl, ldg, m0, nb, lw, stage + 512);
+                if constexpr (P::split)
+                    store_block16<kswz>(wl, ldg, m0, nb, lw, stage + 512);
             } else {
 #pragma unroll
                 for (int jt = 0; jt < 2; jt++)
@@ -497,11 +501,15 @@ void launch_for(int KP, const chunk_prep_tc_args &a, int64_t nc, int smem, cudaS
 
 } // namespace
 
-void launch_chunk_prep_tc(gdn_dtype dt, int KP, const chunk_prep_tc_args &a, int64_t nc, int smem,
-                          cudaStream_t stream)
+void launch_chunk_prep_tc(gdn_dtype dt, bool fast, int KP, const chunk_prep_tc_args &a,
+                          int64_t nc, int smem, cudaStream_t stream)
 {
-    if (dt == GDN_F16)
+    if (dt == GDN_F16 && fast)
+        launch_for<prec_f16_fast>(KP, a, nc, smem, stream);
+    else if (dt == GDN_F16)
         launch_for<prec_f16>(KP, a, nc, smem, stream);
+    else if (fast)
+        launch_for<prec_bf16_fast>(KP, a, nc, smem, stream);
     else
         launch_for<prec_bf16>(KP, a, nc, smem, stream);
 }

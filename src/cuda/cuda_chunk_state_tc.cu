@@ -16,15 +16,17 @@ namespace {
 // barriers a chunk: loads in, V' done, state reads done). Warp w computes rows 16 (w % 4).. of
 // V' and O, columns 16 (w / 4)..
 
-// x, y as hi (at hi) and lo (at lo) 16-bit parts of policy P (split_pair).
-template <class P>
+// x, y as hi (at hi) and lo (at lo) 16-bit parts of policy P (split_pair); hi alone for a
+// policy of the fast mode (S: the policy whose split decides, P: the parts' type).
+template <class P, class S = P>
 __device__ __forceinline__ void store_pair_split(typename P::st *hi, typename P::st *lo, float x,
                                                  float y)
 {
     unsigned h, l;
     split_pair<P>(x, y, h, l);
     *reinterpret_cast<unsigned *>(hi) = h;
-    *reinterpret_cast<unsigned *>(lo) = l;
+    if constexpr (S::split)
+        *reinterpret_cast<unsigned *>(lo) = l;
 }
 
 // A warp's 16 x 16 output block (rows m0.. of the chunk at token tok0, columns c0..) to out,
@@ -66,23 +68,25 @@ constexpr bool kBulkStage = false;
 #endif
 
 // Chunk ch's operands of the state pass (ks: its key head's Qd / Kd block) into the stage at
-// shared address `stage`: W and K' always, U's tile of this block's columns unless `u_in` is
+// shared address `stage`: W (and its lo part when SPLIT) and K' always, U's tile of this block's columns unless `u_in` is
 // false (a map's M columns: V' = -W S), Q' and Aqk only for the output pass (OUT). With bulk
 // copies only thread 0 calls this, and the stage is ready when bar's phase completes; else every
-// thread calls it and the stage is ready after cp.async.wait_group 0 (and a barrier).
-template <class E, int KP, bool OUT, bool BULK>
+// thread calls it and the stage is ready after cp.async.wait_group 0 (and a barrier). Aqk's lo
+// part comes only when SPLIT.
+template <class E, int KP, bool OUT, bool BULK, bool SPLIT>
 __device__ __forceinline__ void stage_chunk(const chunk_pass_args &p, unsigned stage, unsigned bar,
                                             int64_t ch, int64_t ks, const key_at &at, int v0,
                                             bool u_in)
 {
-    constexpr int es = sizeof(E), kb = tc_key_block(KP, es), ab = tc_aq_block(es),
-                  ub = tc_u_tile();
+    constexpr int es = sizeof(E), kb = tc_key_block(KP, es), ub = tc_u_tile();
+    constexpr int ab = SPLIT ? tc_aq_block(es) : tc_aq_part(es);
     constexpr tc_layout L = tc_layout_for(KP, es);
     const chunk_parts c = chunk_parts_of<E, KP>(p, ch, ks, v0);
     if (BULK)
-        mbar_expect(bar, kb * (OUT ? 4 : 3) + (u_in ? ub : 0) + (OUT ? ab : 0));
+        mbar_expect(bar, kb * ((OUT ? 3 : 2) + SPLIT) + (u_in ? ub : 0) + (OUT ? ab : 0));
     stage_part<BULK>(stage + L.w, c.w, kb, bar);
-    stage_part<BULK>(stage + L.wl, c.wl, kb, bar);
+    if (SPLIT)
+        stage_part<BULK>(stage + L.wl, c.wl, kb, bar);
     if (BULK && p.direct_keys) { // (KP a multiple of 64: swizzled panels, kb = their bytes)
         stage_key_panels<KP>(stage + L.k, kPanelBytes, &p.kmap, at, bar);
         if (OUT)
@@ -130,7 +134,7 @@ __device__ __forceinline__ void store_state_split(typename P::st *Sh, typename P
 #pragma unroll
         for (int e = 0; e < 4; e += 2) {
             const int at = (16 * warp + acc_row(e)) * ld + acc_col(jt, e);
-            store_pair_split<P>(Sh + at, Sl + at, S[jt][e], S[jt][e + 1]);
+            store_pair_split<P>(Sh + at, Sl + at, S[jt][e], S[jt][e + 1]); // (hi alone: fast)
         }
 }
 
@@ -202,7 +206,7 @@ __global__ void __launch_bounds__(kTcThreads, 1)
         const int64_t c = first + jj; // (of all sequences' chunks)
         const key_at at{kh, s.t0 + kC * (c0 + jj), s.row};
         if (!kBulkStage || threadIdx.x == 0)
-            stage_chunk<E, KP, OUT, kBulkStage>(p, sbase + i * L.stage, bar0 + 8 * i,
+            stage_chunk<E, KP, OUT, kBulkStage, P::split>(p, sbase + i * L.stage, bar0 + 8 * i,
                                                 c * p.shape.HV + hv, key_slot(p.shape, c, kh), at,
                                                 v0, !m_cols);
     };
@@ -256,12 +260,16 @@ __global__ void __launch_bounds__(kTcThreads, 1)
 #pragma unroll
             for (int ks = 0; ks < KP / 16; ks++) {
                 frag_b2(sh[ks], Sh, L.ldu, 16 * ks, 16 * nh);
-                frag_a<kswz>(fa, Wls, L.ldk, 16 * mt, 16 * ks);
-                mma2<P>(lo[0], lo[1], fa, sh[ks]);
+                if constexpr (P::split) {
+                    frag_a<kswz>(fa, Wls, L.ldk, 16 * mt, 16 * ks);
+                    mma2<P>(lo[0], lo[1], fa, sh[ks]);
+                }
                 frag_a<kswz>(fa, Ws, L.ldk, 16 * mt, 16 * ks);
                 mma2<P>(acc[0], acc[1], fa, sh[ks]);
-                frag_b2(sl[ks], Sl, L.ldu, 16 * ks, 16 * nh);
-                mma2<P>(lo[0], lo[1], fa, sl[ks]);
+                if constexpr (P::split) {
+                    frag_b2(sl[ks], Sl, L.ldu, 16 * ks, 16 * nh);
+                    mma2<P>(lo[0], lo[1], fa, sl[ks]);
+                }
             }
             add_lo<P>(acc, acl);
 #pragma unroll
@@ -273,7 +281,7 @@ __global__ void __launch_bounds__(kTcThreads, 1)
                                             : *reinterpret_cast<const float2 *>(Us + u_index(r, c));
                     const float x = u.x - acc[jt][e], y = u.y - acc[jt][e + 1];
                     const float f = e == 0 ? ek0 : ek8;
-                    store_pair_split<prec_out>(Vn + r * L.ldu + c, Vnl + r * L.ldu + c, x, y);
+                    store_pair_split<prec_out, P>(Vn + r * L.ldu + c, Vnl + r * L.ldu + c, x, y);
                     store_pair_split<P>(Vkh + r * L.ldu + c, Vkl + r * L.ldu + c, f * x, f * y);
                 }
         }
@@ -298,10 +306,12 @@ __global__ void __launch_bounds__(kTcThreads, 1)
                 mma2<P>(S[0], S[1], fa, fb);
                 frag_b2(fb, Vkh, L.ldu, k0, 16);
                 mma2<P>(S[2], S[3], fa, fb);
-                frag_b2(fb, Vkl, L.ldu, k0, 0);
-                mma2<P>(SL[0], SL[1], fa, fb);
-                frag_b2(fb, Vkl, L.ldu, k0, 16);
-                mma2<P>(SL[2], SL[3], fa, fb);
+                if constexpr (P::split) {
+                    frag_b2(fb, Vkl, L.ldu, k0, 0);
+                    mma2<P>(SL[0], SL[1], fa, fb);
+                    frag_b2(fb, Vkl, L.ldu, k0, 16);
+                    mma2<P>(SL[2], SL[3], fa, fb);
+                }
             }
             add_lo<P>(S, Sa);
         }
@@ -315,7 +325,8 @@ __global__ void __launch_bounds__(kTcThreads, 1)
             for (int ks = 0; ks < KP / 16; ks++) {
                 frag_a<kswz>(fa, Qs, L.ldk, 16 * mt, 16 * ks);
                 mma2<P>(acc[0], acc[1], fa, sh[ks]);
-                mma2<P>(lo[0], lo[1], fa, sl[ks]);
+                if constexpr (P::split)
+                    mma2<P>(lo[0], lo[1], fa, sl[ks]);
             }
             add_lo<P>(acc, acl);
 #pragma unroll
@@ -325,13 +336,17 @@ __global__ void __launch_bounds__(kTcThreads, 1)
             }
 #pragma unroll
             for (int k0 = 0; k0 < kC; k0 += 16) { // Aqk and V' as hi + lo, all but lo x lo
-                unsigned fbl[4];
                 frag_b2(fb, Vn, L.ldu, k0, 16 * nh);
-                frag_b2(fbl, Vnl, L.ldu, k0, 16 * nh);
-                frag_a<qswz>(fa, Als, L.ldq, 16 * mt, k0);
-                mma2<prec_out>(acc[0], acc[1], fa, fb);
-                frag_a<qswz>(fa, As, L.ldq, 16 * mt, k0);
-                mma2<prec_out>(acc[0], acc[1], fa, fbl);
+                if constexpr (P::split) {
+                    unsigned fbl[4];
+                    frag_b2(fbl, Vnl, L.ldu, k0, 16 * nh);
+                    frag_a<qswz>(fa, Als, L.ldq, 16 * mt, k0);
+                    mma2<prec_out>(acc[0], acc[1], fa, fb);
+                    frag_a<qswz>(fa, As, L.ldq, 16 * mt, k0);
+                    mma2<prec_out>(acc[0], acc[1], fa, fbl);
+                } else {
+                    frag_a<qswz>(fa, As, L.ldq, 16 * mt, k0);
+                }
                 mma2<prec_out>(acc[0], acc[1], fa, fb);
             }
             store_out_tile<P>(p.out, s.row, tok0, hv, 16 * mt, len, v0 + 16 * nh, (int)p.shape.V,
@@ -395,11 +410,15 @@ void launch_for(int KP, bool out, const chunk_pass_args &a, int64_t nslots, int 
 
 } // namespace
 
-void launch_chunk_state_tc(gdn_dtype dt, int KP, bool out, const chunk_pass_args &a,
+void launch_chunk_state_tc(gdn_dtype dt, bool fast, int KP, bool out, const chunk_pass_args &a,
                            int64_t nslots, int smem, cudaStream_t stream)
 {
-    if (dt == GDN_F16)
+    if (dt == GDN_F16 && fast)
+        launch_for<prec_f16_fast>(KP, out, a, nslots, smem, stream);
+    else if (dt == GDN_F16)
         launch_for<prec_f16>(KP, out, a, nslots, smem, stream);
+    else if (fast)
+        launch_for<prec_bf16_fast>(KP, out, a, nslots, smem, stream);
     else
         launch_for<prec_bf16>(KP, out, a, nslots, smem, stream);
 }

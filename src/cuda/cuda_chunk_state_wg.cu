@@ -45,19 +45,20 @@ static_assert(kC * kWgCols * 4 <= kWgUBytes && kC * (kWgCols + 8) * 2 <= kWgUByt
               "the output tile (f32, or 16-bit rows of kWgCols + 8) fits in U's place");
 
 // Chunk ch's stage for chunk_state_wg (thread 0 only; ready when bar's phase completes): W,
-// W lo, K and the update's row factors always, U's 2 NW tiles of this block's columns from v0
-// unless !u_in (a map's M columns), Q, Aqk and the output's row factors for the output pass.
-template <int KP, bool OUT, int NW>
+// W lo (SPLIT), K and the update's row factors always, U's 2 NW tiles of this block's columns from v0
+// unless !u_in (a map's M columns), Q, Aqk (its lo part: SPLIT) and the output's row factors
+// for the output pass.
+template <int KP, bool OUT, int NW, bool SPLIT>
 __device__ __forceinline__ void stage_chunk_wg(const chunk_pass_args &p, unsigned stage,
                                                unsigned bar, int64_t ch, int64_t ks,
                                                const key_at &at, int v0, bool u_in)
 {
     using E = __nv_bfloat16; // the workspace's 16-bit blocks are the same for f16
-    constexpr int kb = tc_key_block(KP, 2), ab = tc_aq_block(2);
+    constexpr int kb = tc_key_block(KP, 2), ab = SPLIT ? tc_aq_block(2) : tc_aq_part(2);
     constexpr int ub = NW * kWgUBytes; // the NW warpgroups' tiles are adjacent in the workspace
     constexpr wg_layout L = wg_layout_for(KP, NW);
     const chunk_parts c = chunk_parts_of<E, KP>(p, ch, ks, v0);
-    mbar_expect(bar, 3 * kb + kC * 4 + (u_in ? ub : 0) + (OUT ? kb + ab + kC * 4 : 0));
+    mbar_expect(bar, (2 + SPLIT) * kb + kC * 4 + (u_in ? ub : 0) + (OUT ? kb + ab + kC * 4 : 0));
     if (u_in)
         stage_part<true>(stage + L.u, c.u, ub, bar);
 #pragma unroll
@@ -69,7 +70,8 @@ __device__ __forceinline__ void stage_chunk_wg(const chunk_pass_args &p, unsigne
     }
     if (OUT && p.direct_keys) // Q's panels between W's
         stage_key_panels<KP>(stage + L.wq + kPanelBytes, 2 * kPanelBytes, &p.qmap, at, bar);
-    stage_part<true>(stage + L.wl, c.wl, kb, bar);
+    if (SPLIT)
+        stage_part<true>(stage + L.wl, c.wl, kb, bar);
     if (p.direct_keys)
         stage_key_panels<KP>(stage + L.k, kPanelBytes, &p.kmap, at, bar);
     else
@@ -213,7 +215,7 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1)
         const int64_t c = first + jj;              // block's first column)
         const key_at at{kh, s.t0 + kC * (c0 + jj), s.row};
         if (threadIdx.x == 0)
-            stage_chunk_wg<KP, OUT, NW>(p, sbase + i * L.stage, bar0 + 8 * i, c * p.shape.HV + hv,
+            stage_chunk_wg<KP, OUT, NW, P::split>(p, sbase + i * L.stage, bar0 + 8 * i, c * p.shape.HV + hv,
                                         key_slot(p.shape, c, kh), at, v0, !m_cols);
     };
     float next_decay = 0.0f;
@@ -253,6 +255,7 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1)
 #pragma unroll
             for (int q = 0; q < 4; q++)
                 split_pair<P>(S[8 * ks + 2 * q], S[8 * ks + 2 * q + 1], sh[ks][q], sl[ks][q]);
+        // (the fast mode's policies take sh alone: sl, vsl and vl below are never read)
         // acc: columns 0..63 end as -V'^T = (W S - U)^T (value rows x chunk rows), columns
         // 64..127 (output pass) as O^T = S^T Q^T. The output pass puts -U^T in them before the
         // products (it has no registers to hold U^T beside them); the maps pass loads U^T and
@@ -289,8 +292,10 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1)
             const uint64_t dwq = wq_desc(ks), dwl = wg_desc(sst + L.wl + at(ks), 16, 1024);
             if (!scaled)
                 wg_mma<P::is_f16, 1, 0, 2 * NA>(acc, sh[ks], dwq); // [W; Q] or W alone
-            wg_mma<P::is_f16, 1, 0, 2 * NA>(acc, sl[ks], dwq);
-            wg_mma<P::is_f16, 1, 0, 64>(acc, sh[ks], dwl);
+            if constexpr (P::split) {
+                wg_mma<P::is_f16, 1, 0, 2 * NA>(acc, sl[ks], dwq);
+                wg_mma<P::is_f16, 1, 0, 64>(acc, sh[ks], dwl);
+            }
         }
         if constexpr (scaled) {
             wg_lo_products_done<P, NA>(acc);
@@ -349,12 +354,15 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1)
             const uint64_t dk = k_desc(ks);
             if (!scaled)
                 wg_mma<P::is_f16, 1, 1, KP>(S, vh[ks], dk);
-            wg_mma<P::is_f16, 1, 1, KP>(S, vl[ks], dk);
-            if (OUT) { // V'^T Aqk^T, both as hi + lo (all but lo x lo)
+            if constexpr (P::split)
+                wg_mma<P::is_f16, 1, 1, KP>(S, vl[ks], dk);
+            if (OUT) { // V'^T Aqk^T, both as hi + lo (all but lo x lo; hi alone: fast)
                 const uint64_t da = wg_desc(sst + L.a + ks * 32, 16, 1024);
                 const uint64_t dal = wg_desc(sst + L.a + tc_aq_part(2) + ks * 32, 16, 1024);
-                wg_mma<prec_out::is_f16, 1, 0, 64>(ot, vs[ks], dal);
-                wg_mma<prec_out::is_f16, 1, 0, 64>(ot, vsl[ks], da);
+                if constexpr (P::split) {
+                    wg_mma<prec_out::is_f16, 1, 0, 64>(ot, vs[ks], dal);
+                    wg_mma<prec_out::is_f16, 1, 0, 64>(ot, vsl[ks], da);
+                }
                 wg_mma<prec_out::is_f16, 1, 0, 64>(ot, vs[ks], da);
             }
         }
@@ -448,18 +456,27 @@ bool chunk_state_wg_loaded()
     return known[dev] > 0;
 }
 
-void launch_chunk_state_wg(gdn_dtype dt, int KP, bool out, int nw, const chunk_pass_args &a,
-                           int64_t nslots, cudaStream_t stream)
+namespace {
+template <class P>
+void launch_for_kp(int KP, bool out, int nw, const chunk_pass_args &a, int64_t nslots,
+                   cudaStream_t stream)
 {
-    if (dt == GDN_F16) {
-        if (KP == 64)
-            launch_for<prec_f16, 64>(out, nw, a, nslots, stream);
-        else
-            launch_for<prec_f16, 128>(out, nw, a, nslots, stream);
-    } else {
-        if (KP == 64)
-            launch_for<prec_bf16, 64>(out, nw, a, nslots, stream);
-        else
-            launch_for<prec_bf16, 128>(out, nw, a, nslots, stream);
-    }
+    if (KP == 64)
+        launch_for<P, 64>(out, nw, a, nslots, stream);
+    else
+        launch_for<P, 128>(out, nw, a, nslots, stream);
+}
+} // namespace
+
+void launch_chunk_state_wg(gdn_dtype dt, bool fast, int KP, bool out, int nw,
+                           const chunk_pass_args &a, int64_t nslots, cudaStream_t stream)
+{
+    if (dt == GDN_F16 && fast)
+        launch_for_kp<prec_f16_fast>(KP, out, nw, a, nslots, stream);
+    else if (dt == GDN_F16)
+        launch_for_kp<prec_f16>(KP, out, nw, a, nslots, stream);
+    else if (fast)
+        launch_for_kp<prec_bf16_fast>(KP, out, nw, a, nslots, stream);
+    else
+        launch_for_kp<prec_bf16>(KP, out, nw, a, nslots, stream);
 }

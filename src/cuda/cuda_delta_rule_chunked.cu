@@ -157,6 +157,7 @@ void run_16bit(const gdn_delta_rule_problem *p, const cuda_chunk_plan &plan, con
                cudaStream_t stream)
 {
     const gdn_dtype dt = p->a.q.dtype;
+    const bool fast = p->a.precision != GDN_PRECISION_HIGH; // (auto is fast)
     const int KP = plan.d.KP;
     chunk_pass_args pass{};
     pass.out = p->a.out;
@@ -174,7 +175,7 @@ void run_16bit(const gdn_delta_rule_problem *p, const cuda_chunk_plan &plan, con
     prep.VP = plan.d.VP, prep.ldv = plan.d.ldv;
     prep.direct_keys = pass.direct_keys; // no key copies where the passes read the inputs
     prep.work = c.work;
-    launch_chunk_prep_tc(dt, KP, prep, plan.nc, plan.d.prep_tc_bytes, stream);
+    launch_chunk_prep_tc(dt, fast, KP, prep, plan.nc, plan.d.prep_tc_bytes, stream);
 
     stitch_args stitch{};
     stitch.pool = c.pool, stitch.seqs = c.seqs, stitch.shape = c.shape;
@@ -183,18 +184,18 @@ void run_16bit(const gdn_delta_rule_problem *p, const cuda_chunk_plan &plan, con
 #ifdef GDN_CUDA_WG
     if (plan.wg && (KP == 64 || KP == 128)) {
         if (plan.split) {
-            launch_chunk_state_wg(dt, KP, false, plan.nw_maps, pass, plan.nslots, stream);
+            launch_chunk_state_wg(dt, fast, KP, false, plan.nw_maps, pass, plan.nslots, stream);
             launch_stitch(KP, plan.stitch_cols, stitch, stream);
         }
-        launch_chunk_state_wg(dt, KP, true, plan.nw_out, pass, plan.nslots, stream);
+        launch_chunk_state_wg(dt, fast, KP, true, plan.nw_out, pass, plan.nslots, stream);
         return;
     }
 #endif
     if (plan.split) {
-        launch_chunk_state_tc(dt, KP, false, pass, plan.nslots, plan.d.tc_bytes, stream);
+        launch_chunk_state_tc(dt, fast, KP, false, pass, plan.nslots, plan.d.tc_bytes, stream);
         launch_stitch(KP, plan.stitch_cols, stitch, stream);
     }
-    launch_chunk_state_tc(dt, KP, true, pass, plan.nslots, plan.d.tc_bytes, stream);
+    launch_chunk_state_tc(dt, fast, KP, true, pass, plan.nslots, plan.d.tc_bytes, stream);
 }
 
 } // namespace

@@ -39,6 +39,7 @@ __device__ __forceinline__ int acc_col(int j, int e) { return 8 * j + 2 * (threa
 struct prec_bf16 {
     using st = __nv_bfloat16;
     static constexpr bool is_f16 = false;
+    static constexpr bool split = true; // the high mode: operands as hi + lo (split_pair)
     static constexpr float lo_scale = 1.0f; // (split_pair)
     static constexpr int KS = 16;
     __device__ static __forceinline__ unsigned pack(float lo, float hi)
@@ -64,6 +65,7 @@ struct prec_bf16 {
 struct prec_f16 {
     using st = __half;
     static constexpr bool is_f16 = true;
+    static constexpr bool split = true;
     static constexpr float lo_scale = 2048.0f; // 2^11 (split_pair)
     static constexpr int KS = 16;
     __device__ static __forceinline__ unsigned pack(float lo, float hi)
@@ -86,6 +88,16 @@ struct prec_f16 {
     }
 };
 
+// The fast mode's policies (GDN_PRECISION_FAST): every operand rounded once to the inputs' type,
+// no lo parts and no lo products; f32 accumulation and state as in the high mode.
+struct prec_bf16_fast : prec_bf16 {
+    static constexpr bool split = false;
+};
+struct prec_f16_fast : prec_f16 {
+    static constexpr bool split = false;
+    static constexpr float lo_scale = 1.0f;
+};
+
 // x, y as hi and lo words of the 16-bit policy P: hi the pair rounded, lo what the rounding
 // left times P::lo_scale, rounded (x = hi + lo / lo_scale to about 2^-16 of x in bf16, 2^-22 in
 // f16). The one split of the 16-bit paths. f16's lo parts are scaled by 2^11 because what f16
@@ -106,7 +118,7 @@ __device__ __forceinline__ void split_pair(float x, float y, unsigned &hi, unsig
 template <class P>
 __device__ __forceinline__ constexpr bool lo_scaled()
 {
-    return P::lo_scale != 1.0f;
+    return P::split && P::lo_scale != 1.0f;
 }
 
 // The accumulator P's lo products go to: acl when they are scaled, else acc itself (acl is then

@@ -1,0 +1,195 @@
+/* The CUDA prefill's fast precision mode (GDN_PRECISION_FAST, the default for 16-bit inputs) on
+ * a GPU (skipped, exit 77, without one):
+ *   - the chunked form on random problems of SPEC's distributions (unit-norm keys or the
+ *     in-kernel L2 norm, gates passed in, beta in (0, 1)), bf16 and f16 inputs, f32 and 16-bit
+ *     outputs, T below, at and past the chunk, varlen with empty and one-token sequences: outputs
+ *     and states within 5e-3 of the float64 reference, unsplit and in forced segments, with each
+ *     state pass this GPU has (wgmma on sm_90a, mma.sync everywhere);
+ *   - long memory (values the state predicts) to the same bar, split or not;
+ *   - the two modes differ for 16-bit inputs (the switch reaches the kernels) and give the same
+ *     bytes for f32 inputs (both run split tf32).
+ * The high mode's 5e-5 bars are test_cuda's. python/tests/test_gpu_fla.py compares the fast
+ * mode's error with FLA's on the same inputs. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
+#include "delta_case.h"
+#include "device.h"
+#include "harness.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+TEST_DEFINE_COUNTERS
+
+#define FAST_TOL 5e-3
+
+static gdn_context *cuda, *ref;
+
+static gdn_status run_cuda(delta_case *c)
+{
+    delta_case_reset(c);
+    gdn_delta_rule_args a = c->args;
+    a.algorithm = GDN_ALGO_CHUNKED;
+    staging s = {0};
+    stage_delta_rule_args(&s, &a);
+    gdn_status st = gdn_delta_rule(cuda, &a);
+    unstage(&s);
+    return st;
+}
+
+/* The reference's out and state for c (recurrent, float64). */
+typedef struct expected {
+    gdn_tensor out, state;
+} expected;
+
+static expected expect(delta_case *c)
+{
+    CHECK_OK(delta_case_run(ref, c, GDN_ALGO_RECURRENT), ref);
+    expected e = {tensor_zeros_like(&c->out), gdn_tensor_none()};
+    tensor_copy(&e.out, &c->out);
+    if (c->state.data) {
+        e.state = tensor_zeros_like(&c->state);
+        tensor_copy(&e.state, &c->state);
+    }
+    return e;
+}
+
+static void expected_free(expected *e)
+{
+    tensor_free(&e->out);
+    if (e->state.data)
+        tensor_free(&e->state);
+}
+
+/* Runs c on the device and checks it against e to FAST_TOL; returns the larger error. */
+static double check_fast(delta_case *c, const expected *e, const char *what)
+{
+    char desc[200];
+    delta_case_describe(c, desc, sizeof desc);
+    CHECK_OK(run_cuda(c), cuda);
+    CHECK(delta_case_untouched(c), "cuda %s wrote a skipped row or an unnamed slot: %s", what,
+          desc);
+    double err = rel_l2(&c->out, &e->out);
+    CHECK_ERR(err, FAST_TOL, "cuda %s output: %s", what, desc);
+    if (c->state.data) {
+        const double se = rel_l2(&c->state, &e->state);
+        CHECK_ERR(se, FAST_TOL, "cuda %s state: %s", what, desc);
+        err = fmax(err, se);
+    }
+    return err;
+}
+
+/* Every state pass of this GPU, unsplit and in 2-chunk segments. */
+static double check_all_passes(delta_case *c, const expected *e, const char *what)
+{
+    static const char *passes[] = {"wgmma", "mma"};
+    double worst = 0.0;
+    for (int p = 0; p < 2; p++)
+        for (int split = 0; split < 2; split++) {
+            setenv("GDN_CUDA_STATE_PASS", passes[p], 1);
+            if (split)
+                setenv("GDN_CUDA_SEGMENT_CHUNKS", "2", 1);
+            char w[120];
+            snprintf(w, sizeof w, "%s, %s pass%s", what, passes[p], split ? ", 2-chunk segments" : "");
+            worst = fmax(worst, check_fast(c, e, w));
+            unsetenv("GDN_CUDA_SEGMENT_CHUNKS");
+            unsetenv("GDN_CUDA_STATE_PASS");
+        }
+    return worst;
+}
+
+static void test_random(rng *r)
+{
+    static const int64_t ks[] = {32, 64, 96, 128}, vs[] = {16, 36, 64, 128};
+    static const int64_t lens[] = {0, 1, 130, 64, 5, 0, 270};
+    double worst = 0.0;
+    for (int i = 0; i < 16; i++) {
+        delta_config f = delta_config_default();
+        f.H = rng_int(r, 1, 3);
+        f.HV = f.H * (int64_t[]){1, 2, 4}[rng_int(r, 0, 2)];
+        f.K = ks[i % 4];
+        f.V = vs[rng_int(r, 0, 3)];
+        f.nseq = 2 * rng_int(r, 0, 1) + 1;
+        f.T = (int64_t[]){1, 37, 64, 200, 700}[rng_int(r, 0, 4)];
+        if (i % 4 == 3) {
+            f.nseq = 7;
+            f.lens = lens;
+        }
+        f.pool = i % 6 != 5;
+        delta_config_random_options(&f, r);
+        f.gate_in_kernel = false; /* SPEC's distribution: beta in (0, 1) */
+        f.dtype = i % 2 ? GDN_F16 : GDN_BF16;
+        f.out_dtype = i % 3 ? f.dtype : GDN_F32;
+        f.precision = i % 5 ? GDN_PRECISION_FAST : GDN_PRECISION_AUTO; /* auto is fast */
+        delta_case c;
+        delta_case_init(&c, &f, r);
+        expected e = expect(&c);
+        worst = fmax(worst, check_all_passes(&c, &e, "fast"));
+        expected_free(&e);
+        delta_case_free(&c);
+    }
+    printf("fast mode, random problems: worst error %.2e\n", worst);
+}
+
+static void test_long_memory(rng *r)
+{
+    for (int i = 0; i < 6; i++) {
+        delta_config f = delta_config_long_memory(i, r);
+        f.gate_in_kernel = false;
+        f.dtype = i % 2 ? GDN_F16 : GDN_BF16;
+        f.precision = GDN_PRECISION_FAST;
+        delta_case c;
+        delta_case_init(&c, &f, r);
+        expected e = expect(&c);
+        const double err = check_all_passes(&c, &e, "fast, long memory");
+        printf("fast mode, long memory, %s: worst error %.2e\n", gdn_dtype_name(f.dtype), err);
+        expected_free(&e);
+        delta_case_free(&c);
+    }
+}
+
+/* 16-bit inputs: fast and high differ; f32 inputs: the same bytes. */
+static void test_modes_apart(rng *r)
+{
+    static const gdn_dtype dts[] = {GDN_BF16, GDN_F16, GDN_F32};
+    for (int d = 0; d < 3; d++) {
+        delta_config f = delta_config_default();
+        f.T = 200, f.K = f.V = 64, f.H = 1, f.HV = 2, f.pool = true;
+        f.dtype = dts[d];
+        f.precision = GDN_PRECISION_FAST;
+        delta_case c;
+        delta_case_init(&c, &f, r);
+        CHECK_OK(run_cuda(&c), cuda);
+        gdn_tensor fast = tensor_zeros_like(&c.out);
+        tensor_copy(&fast, &c.out);
+        c.args.precision = GDN_PRECISION_HIGH;
+        CHECK_OK(run_cuda(&c), cuda);
+        const double apart = rel_l2(&fast, &c.out);
+        CHECK(dts[d] == GDN_F32 ? apart == 0.0 : apart > 0.0,
+              "%s inputs: fast and high outputs %.3g apart", gdn_dtype_name(dts[d]), apart);
+        tensor_free(&fast);
+        delta_case_free(&c);
+    }
+}
+
+int main(void)
+{
+    if (!gdn_backend_available(GDN_BACKEND_CUDA)) {
+        printf("test_cuda_fast: no CUDA device, skipped\n");
+        return 77;
+    }
+    rng r;
+    if (!test_begin(&ref, &r))
+        return test_summary("test_cuda_fast");
+    gdn_context_options o = gdn_context_default_options();
+    o.backend = GDN_BACKEND_CUDA;
+    CHECK_OK(gdn_context_create(&cuda, &o), NULL);
+    if (!cuda)
+        return test_summary("test_cuda_fast");
+    test_random(&r);
+    test_long_memory(&r);
+    test_modes_apart(&r);
+    gdn_context_destroy(cuda);
+    gdn_context_destroy(ref);
+    return test_summary("test_cuda_fast");
+}
