@@ -40,15 +40,16 @@ def rows(which):
     best = {}
     for r in range(1, rounds + 1):
         for row in json.load(open(f"{out}/bench_{which}_{r}.json")):
-            key = (row["op"], row.get("B"), row["T"], row["H"], row["HV"])
+            key = (row["op"], row.get("B"), row["T"], row["H"], row["HV"], row.get("seqs", 1),
+                   row.get("mode", "-"))
             best.setdefault(key, []).append(row["ms"])
     return best
 base, new = rows("base"), rows("new")
-print(f"{'op':8} {'B':>4} {'T':>7} {'H':>3} {'HV':>3} {'base ms (min..max)':>24} "
+print(f"{'op':8} {'B':>4} {'T':>7} {'H':>3} {'HV':>3} {'seqs':>4} {'mode':>4} {'base ms (min..max)':>24} "
       f"{'new ms (min..max)':>24} {'new/base':>8}")
 for key in base:
     b, n = base[key], new.get(key, [float('nan')])
-    print(f"{key[0]:8} {key[1]:>4} {key[2]:>7} {key[3]:>3} {key[4]:>3} "
+    print(f"{key[0]:8} {key[1]:>4} {key[2]:>7} {key[3]:>3} {key[4]:>3} {key[5]:>4} {key[6]:>4} "
           f"{min(b):11.4f}..{max(b):<11.4f} {min(n):11.4f}..{max(n):<11.4f} "
           f"{min(n) / min(b):8.3f}")
 EOF

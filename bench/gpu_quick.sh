@@ -13,7 +13,7 @@ grep -E "tests passed|Failed|FAIL" "$out/ctest.log" | head -20
 grep -E "fail" "$out/check_cuda.txt" | head
 export GDN_LIBRARY=build/libgdn.so PYTHONUNBUFFERED=1
 python3 bench/profile_prefill.py "$@" 2>&1 | tail -30
-[ -d .fla/fla ] && python3 bench/fla_prefill.py "$out/fla_prefill.json" 2>&1 | tail -8
+[ -d .fla/fla ] && python3 bench/fla_prefill.py "$out/fla_prefill.json" 2>&1 | tail -18
 if [ -n "${GDN_NCU:-}" ] && command -v ncu >/dev/null; then
   timeout 240 ncu --kernel-name "regex:$GDN_NCU" --launch-count 1 --section SpeedOfLight \
     --section WarpStateStats --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \

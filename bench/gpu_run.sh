@@ -48,5 +48,6 @@ cat "$out/demo_cuda.txt" | tail -9
 cat "$out/bench_cuda.txt" | tail -15
 sed -n '/bw_fraction/,+4p' "$out/bench_cuda_vk.txt"
 [ -f "$out/fla_decode.txt" ] && tail -7 "$out/fla_decode.txt"
-[ -f "$out/fla_prefill.txt" ] && tail -8 "$out/fla_prefill.txt"
+[ -f "$out/fla_prefill.txt" ] && tail -18 "$out/fla_prefill.txt"
+[ -d .fla/tests ] && bash bench/fla_tests.sh
 exit 0

@@ -1,6 +1,7 @@
 """Per-kernel device time of one prefill call, libgdn's chunked form and FLA's, side by side.
 
 Usage: python3 bench/profile_prefill.py [T H HV]  (default 8192 16 32; K = V = 128, bf16).
+libgdn runs in each precision mode of GDN_PRECISIONS (default "fast,high").
 Uses torch.profiler (CUPTI), so it needs nothing beyond PyTorch; FLA's code must sit in .fla/fla.
 """
 import os
@@ -39,9 +40,10 @@ def main():
     T, H, HV = (int(x) for x in sys.argv[1:4]) if len(sys.argv) >= 4 else (8192, 16, 32)
     q, k, v, g, beta, h0 = make_inputs(T, H, HV)
     print(f"T={T} H={H} HV={HV} K=V=128 on {torch.cuda.get_device_name()}")
-    profile("libgdn", lambda: gdn.chunk_gated_delta_rule(
-        q, k, v, g, beta, initial_state=h0, output_final_state=True,
-        use_qk_l2norm_in_kernel=True, algorithm="chunked"))
+    for mode in os.environ.get("GDN_PRECISIONS", "fast,high").split(","):
+        profile(f"libgdn {mode}", lambda: gdn.chunk_gated_delta_rule(
+            q, k, v, g, beta, initial_state=h0, output_final_state=True,
+            use_qk_l2norm_in_kernel=True, algorithm="chunked", precision=mode))
     if os.path.isdir(".fla/fla"):
         fla = import_fla_op("fla.ops.gated_delta_rule.chunk", "chunk_gated_delta_rule")
         profile("FLA", lambda: fla(q, k, v, g=g, beta=beta, initial_state=h0,

@@ -13,11 +13,17 @@
  * vs_copy_like: how close the step comes to a copy of its bytes, launch and ramp included. Host
  * backends are timed with the wall clock.
  *
- * Prefill rows (CUDA): one sequence of T tokens, bf16 q/k/v/out, f32 gates, an f32 initial state
- * read from and the final state written to a one-slot pool, q/k L2 norm in the kernel, the
- * chunked algorithm; the shapes of the tensor-core prefill issue's table. TFLOP/s counts the
- * chunked form's products per 64-token chunk and value head, 2 flops per multiply-add:
- * C^2 (3K + 2V) (K K^T, Q K^T, W, U, Aqk V') + 3 C K V (W S, Q S, K^T V'). */
+ * Prefill rows (CUDA): bf16 q/k/v/out (--dtype), f32 gates, an f32 initial state read from and
+ * the final state written to a pool of one slot per sequence, q/k L2 norm in the kernel, the
+ * chunked algorithm. Shapes: the tensor-core prefill issue's table (one sequence of T tokens,
+ * B = 1), a tensor-parallel-2 row (32768/8/16) and a packed varlen row (B = 1, T = 32768 in 8
+ * sequences of 4096 tokens, int32 cu_seqlens on the device; "seqs" in the JSON tells it apart).
+ * Each 16-bit row runs in both precision modes on the same inputs (--precision fast|high|both:
+ * "fast" rounds each tensor-core operand once, "high" splits it into hi + lo parts); f32 inputs
+ * give the same result in every mode and report one row, "high". TFLOP/s counts the chunked
+ * form's products per 64-token chunk (of each sequence) and value head, 2 flops per
+ * multiply-add: C^2 (3K + 2V) (K K^T, Q K^T, W, U, Aqk V') + 3 C K V (W S, Q S, K^T V'); both
+ * modes are counted alike, so "high" reports the useful rate, not the products it runs. */
 #include "device.h"
 #include "gdn_tool.h"
 
@@ -145,18 +151,26 @@ static int bench_decode(gdn_context *ctx, bool device, void *stream, int64_t B, 
 /* ---- prefill (CUDA) ------------------------------------------------------------------------ */
 
 typedef struct prefill_shape {
-    int64_t T, H, HV;
+    int64_t T, H, HV; /* T: all tokens of the call */
+    int64_t seqs;     /* sequences packed into T (1: no cu_seqlens); T % seqs == 0 */
 } prefill_shape;
 
 static const prefill_shape prefill_shapes[] = {
-    {8192, 16, 32}, {32768, 16, 32}, {32768, 4, 8}, {32768, 2, 4}, {131072, 2, 4}};
-enum { NPREFILL = sizeof prefill_shapes / sizeof prefill_shapes[0] };
+    {8192, 16, 32, 1},  {32768, 16, 32, 1}, {32768, 16, 32, 8}, {32768, 8, 16, 1},
+    {32768, 4, 8, 1},   {32768, 2, 4, 1},   {131072, 2, 4, 1}};
+enum { NPREFILL = sizeof prefill_shapes / sizeof prefill_shapes[0], MAX_MODES = 2 };
 
 typedef struct prefill_row {
     prefill_shape s;
-    gdn_dtype dtype; /* q, k, v, out */
+    gdn_dtype dtype;    /* q, k, v, out */
+    gdn_precision mode; /* GDN_PRECISION_FAST or GDN_PRECISION_HIGH */
     double ms, tflops;
 } prefill_row;
+
+static const char *mode_name(gdn_precision p)
+{
+    return p == GDN_PRECISION_HIGH ? "high" : "fast";
+}
 
 typedef struct prefill_bench {
     gdn_context *ctx;
@@ -174,22 +188,32 @@ static void prefill_step(void *p)
 
 static double chunked_flops(const prefill_shape *s)
 {
-    const double C = 64, chunks = (double)((s->T + 63) / 64) * (double)s->HV;
+    const int64_t len = s->T / s->seqs;
+    const double C = 64, chunks = (double)(s->seqs * ((len + 63) / 64)) * (double)s->HV;
     return 2.0 * chunks * (C * C * (3.0 * DK + 2.0 * DV) + 3.0 * C * DK * DV);
 }
 
+/* Times one shape in each of the nmodes precision modes, on the same inputs; fills rows[0 ..
+ * nmodes - 1]. Returns 0, or prints the error and returns 1. */
 static int bench_prefill(gdn_context *ctx, void *stream, const prefill_shape *shape,
-                         gdn_dtype dt, rng *r, prefill_row *row)
+                         gdn_dtype dt, const gdn_precision *modes, int nmodes, rng *r,
+                         prefill_row *rows)
 {
-    const int64_t T = shape->T, Hq = shape->H, Hv = shape->HV;
+    const int64_t T = shape->T, Hq = shape->H, Hv = shape->HV, N = shape->seqs;
     int64_t qs[4] = {1, T, Hq, DK}, vs[4] = {1, T, Hv, DV}, gs[3] = {1, T, Hv};
     gdn_tensor q = host_rand(r, dt, 4, qs, -1, 1), k = host_rand(r, dt, 4, qs, -1, 1);
     gdn_tensor v = host_rand(r, dt, 4, vs, -1, 1), out = tensor_alloc(dt, 4, vs);
     gdn_tensor g = host_rand(r, GDN_F32, 3, gs, -0.2, 0), beta = host_rand(r, GDN_F32, 3, gs, 0, 1);
-    int64_t ps[4] = {1, Hv, DK, DV};
+    int64_t ps[4] = {N, Hv, DK, DV}, ncu = N + 1;
     gdn_tensor pool = host_rand(r, GDN_F32, 4, ps, -0.1, 0.1);
+    gdn_tensor cu = gdn_tensor_none(); /* [N + 1] i32: 0, T / N, ..., T (varlen rows only) */
+    if (N > 1) {
+        cu = tensor_alloc(GDN_I32, 1, &ncu);
+        for (int64_t i = 0; i <= N; i++)
+            ((int32_t *)cu.data)[i] = (int32_t)(i * (T / N));
+    }
     staging st = {0};
-    gdn_tensor *all[] = {&q, &k, &v, &out, &g, &beta, &pool};
+    gdn_tensor *all[] = {&q, &k, &v, &out, &g, &beta, &pool, &cu}; /* an absent cu: skipped */
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         stage(&st, all[i]);
     prefill_bench b;
@@ -197,20 +221,26 @@ static int bench_prefill(gdn_context *ctx, void *stream, const prefill_shape *sh
     b.ctx = ctx;
     b.args = gdn_delta_rule_default_args();
     b.args.q = q, b.args.k = k, b.args.v = v, b.args.g = g, b.args.beta = beta;
-    b.args.out = out, b.args.state = pool;
+    b.args.out = out, b.args.state = pool, b.args.cu_seqlens = cu;
     b.args.qk_l2norm = 1;
     b.args.algorithm = GDN_ALGO_CHUNKED;
-    prefill_step(&b); /* argument errors surface here; the workspace is acquired outside timing */
-    if (b.status == GDN_OK)
-        row->ms = dev_time_ms(stream, prefill_step, &b, 10, false);
     int rc = 0;
-    if (b.status != GDN_OK) {
-        fprintf(stderr, "gdn bench: %s\n", gdn_last_error(ctx));
-        rc = 1;
+    for (int m = 0; m < nmodes && !rc; m++) {
+        prefill_row *row = &rows[m];
+        b.args.precision = modes[m];
+        /* argument errors surface here; the workspace is acquired outside timing */
+        prefill_step(&b);
+        if (b.status == GDN_OK)
+            row->ms = dev_time_ms(stream, prefill_step, &b, 10, false);
+        if (b.status != GDN_OK) {
+            fprintf(stderr, "gdn bench: %s\n", gdn_last_error(ctx));
+            rc = 1;
+        }
+        row->s = *shape;
+        row->dtype = dt;
+        row->mode = modes[m];
+        row->tflops = chunked_flops(shape) / (row->ms * 1e9);
     }
-    row->s = *shape;
-    row->dtype = dt;
-    row->tflops = chunked_flops(shape) / (row->ms * 1e9);
     unstage(&st);
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         tensor_free(all[i]);
@@ -218,20 +248,21 @@ static int bench_prefill(gdn_context *ctx, void *stream, const prefill_shape *sh
 }
 
 /* The prefill rows, after `after_rows` earlier rows of the same JSON array. */
-static void print_prefill_json(FILE *jf, const prefill_row *rows, gdn_context *ctx,
+static void print_prefill_json(FILE *jf, const prefill_row *rows, int n, gdn_context *ctx,
                                const char *devname, bool after_rows)
 {
-    for (int i = 0; i < NPREFILL; i++) {
+    for (int i = 0; i < n; i++) {
         const prefill_row *w = &rows[i];
         fprintf(jf, "%s{\"op\": \"prefill\", \"backend\": \"cuda\", \"dtype\": \"%s\", "
-                    "\"state_dtype\": \"f32\", \"algorithm\": \"chunked\", \"B\": 1, "
-                    "\"T\": %lld, \"H\": %lld, \"HV\": %lld, \"K\": %d, \"V\": %d, "
-                    "\"threads\": %d, \"ms\": %.6f, \"tokens_per_s\": %.1f, \"tflops\": %.2f, "
-                    "\"peak_fraction\": null, \"vs_baseline\": null, \"device\": \"%s\"}",
-                i || after_rows ? ",\n " : "", gdn_dtype_name(w->dtype), (long long)w->s.T,
-                (long long)w->s.H, (long long)w->s.HV, DK, DV,
-                gdn_context_num_threads(ctx), w->ms, (double)w->s.T / (w->ms * 1e-3), w->tflops,
-                devname);
+                    "\"state_dtype\": \"f32\", \"algorithm\": \"chunked\", \"mode\": \"%s\", "
+                    "\"B\": 1, \"seqs\": %lld, \"T\": %lld, \"H\": %lld, \"HV\": %lld, "
+                    "\"K\": %d, \"V\": %d, \"threads\": %d, \"ms\": %.6f, \"tokens_per_s\": "
+                    "%.1f, \"tflops\": %.2f, \"peak_fraction\": null, \"vs_baseline\": null, "
+                    "\"device\": \"%s\"}",
+                i || after_rows ? ",\n " : "", gdn_dtype_name(w->dtype), mode_name(w->mode),
+                (long long)w->s.seqs, (long long)w->s.T, (long long)w->s.H, (long long)w->s.HV,
+                DK, DV, gdn_context_num_threads(ctx), w->ms, (double)w->s.T / (w->ms * 1e-3),
+                w->tflops, devname);
     }
 }
 
@@ -268,6 +299,7 @@ int cmd_bench(int argc, char **argv)
     int64_t batches[8] = {1, 16, 64, 256}; /* --batches B1,B2,...: the decode rows */
     int nb = 4;
     int64_t tokens = 1; /* --tokens T: tokens per sequence in the decode rows (1..16) */
+    const char *precision = "both"; /* --precision fast|high|both: the 16-bit prefill rows' modes */
     char *rest[64];
     int n = 0;
     for (int i = 0; i < argc && n < 63; i++) {
@@ -285,6 +317,14 @@ int cmd_bench(int argc, char **argv)
             tokens = strtoll(argv[++i], &end, 10);
             if (*end || tokens < 1 || tokens > 16) {
                 fprintf(stderr, "gdn bench: --tokens is '%s', expected 1..16\n", argv[i]);
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--precision") && i + 1 < argc) {
+            precision = argv[++i];
+            if (strcmp(precision, "fast") && strcmp(precision, "high") &&
+                strcmp(precision, "both")) {
+                fprintf(stderr, "gdn bench: --precision is '%s', expected fast, high or both\n",
+                        precision);
                 return 2;
             }
         } else
@@ -317,6 +357,13 @@ int cmd_bench(int argc, char **argv)
     }
     bool device = be == GDN_BACKEND_CUDA;
     const gdn_dtype prefill_dtype = o.dtype_given ? o.dtype : GDN_BF16; /* (--dtype) */
+    /* the prefill rows' modes: f32 inputs give the same result in every mode, one row "high" */
+    gdn_precision modes[MAX_MODES];
+    int nmodes = 0;
+    if (prefill_dtype != GDN_F32 && strcmp(precision, "high"))
+        modes[nmodes++] = GDN_PRECISION_FAST;
+    if (prefill_dtype == GDN_F32 || strcmp(precision, "fast"))
+        modes[nmodes++] = GDN_PRECISION_HIGH;
     void *stream = device ? dev_stream_new() : NULL;
     gdn_context_set_stream(ctx, stream);
     char devname[128] = "";
@@ -335,14 +382,17 @@ int cmd_bench(int argc, char **argv)
                     gdn_backend_name(be));
         rc = bench_decode(ctx, device, stream, batches[i], tokens, layout, &r, &rows[i]);
     }
-    prefill_row prows[NPREFILL];
+    prefill_row prows[NPREFILL * MAX_MODES];
     memset(prows, 0, sizeof prows);
+    int nprows = 0;
     for (int i = 0; i < NPREFILL && device && do_prefill && !rc; i++) {
+        const prefill_shape *s = &prefill_shapes[i];
         if (!o.json)
-            fprintf(stderr, "[gdn bench] prefill T=%lld H=%lld HV=%lld on cuda\n",
-                    (long long)prefill_shapes[i].T, (long long)prefill_shapes[i].H,
-                    (long long)prefill_shapes[i].HV);
-        rc = bench_prefill(ctx, stream, &prefill_shapes[i], prefill_dtype, &r, &prows[i]);
+            fprintf(stderr, "[gdn bench] prefill T=%lld H=%lld HV=%lld seqs=%lld (%s%s) on cuda\n",
+                    (long long)s->T, (long long)s->H, (long long)s->HV, (long long)s->seqs,
+                    mode_name(modes[0]), nmodes > 1 ? " and high" : "");
+        rc = bench_prefill(ctx, stream, s, prefill_dtype, modes, nmodes, &r, &prows[nprows]);
+        nprows += nmodes;
     }
     if (rc) {
         gdn_context_destroy(ctx);
@@ -377,7 +427,7 @@ int cmd_bench(int argc, char **argv)
                     w->state_gb_s, copy, frac, like, like_frac, frac, devname);
         }
         if (device && do_prefill)
-            print_prefill_json(jf, prows, ctx, devname, do_decode);
+            print_prefill_json(jf, prows, nprows, ctx, devname, do_decode);
         fprintf(jf, "]\n");
         if (json_path)
             fclose(jf);
@@ -400,13 +450,17 @@ int cmd_bench(int argc, char **argv)
     }
     if (!o.json && do_prefill) {
         if (device) {
-            printf("prefill, B=1, K=V=%d, %s q/k/v, f32 initial and final state, chunked\n", DK,
+            printf("prefill, B=1, K=V=%d, %s q/k/v, f32 initial and final state, chunked; "
+                   "seqs > 1: varlen (cu_seqlens), T tokens in all\n", DK,
                    gdn_dtype_name(prefill_dtype));
-            printf("%8s %4s %4s %10s %14s %10s\n", "T", "H", "HV", "ms", "tokens/s", "TFLOP/s");
-            for (int i = 0; i < NPREFILL; i++)
-                printf("%8lld %4lld %4lld %10.3f %14.0f %10.2f\n", (long long)prows[i].s.T,
-                       (long long)prows[i].s.H, (long long)prows[i].s.HV, prows[i].ms,
-                       (double)prows[i].s.T / (prows[i].ms * 1e-3), prows[i].tflops);
+            printf("%8s %4s %4s %5s %5s %10s %14s %10s\n", "T", "H", "HV", "seqs", "mode", "ms",
+                   "tokens/s", "TFLOP/s");
+            for (int i = 0; i < nprows; i++) {
+                const prefill_row *w = &prows[i];
+                printf("%8lld %4lld %4lld %5lld %5s %10.3f %14.0f %10.2f\n", (long long)w->s.T,
+                       (long long)w->s.H, (long long)w->s.HV, (long long)w->s.seqs,
+                       mode_name(w->mode), w->ms, (double)w->s.T / (w->ms * 1e-3), w->tflops);
+            }
         }
     }
     gdn_context_destroy(ctx);

@@ -35,10 +35,12 @@ static const char usage_check[] =
 static const char usage_bench[] =
     "usage: gdn bench [--backend B] [--threads N] [--op decode|prefill|peak|all]\n"
     "                 [--layout kv|vk] [--batches B1,B2,...] [--tokens T]\n"
-    "                 [--dtype bf16|f16|f32] [--json FILE]\n"
+    "                 [--dtype bf16|f16|f32] [--precision fast|high|both] [--json FILE]\n"
     "\n"
     "cuda: decode rows (B = 1, 16, 64, 256; HV=32, H=16, K=V=128) against a copy measured in\n"
-    "the same run, and prefill rows (T = 8192 to 131072) in TFLOP/s.\n"
+    "the same run, and prefill rows (T = 8192 to 131072, a TP2 row 32768/8/16 and a varlen row\n"
+    "of 8 x 4096 tokens, seqs = 8) in ms, tokens/s and TFLOP/s, each in the fast and the high\n"
+    "precision mode (\"mode\" in the JSON; f32 rows: one row, high).\n"
     "cpu: prefill (T = 1024, 4096, 16384 x HV = 32, 8 x f32, bf16) and decode (B = 1, 16, 64)\n"
     "rows against a four-pass f32 baseline (vs_baseline) and the f32 FMA peak (or the bf16\n"
     "products' peak) measured first on the same threads (peak_fraction); a peak_fraction above\n"
@@ -52,6 +54,7 @@ static const char usage_bench[] =
     "  --batches B1,B2,...           decode rows' batch sizes (up to 8, each 1..4096)\n"
     "  --tokens T                    decode rows' tokens per sequence (1..16, default 1)\n"
     "  --dtype bf16|f16|f32          cuda prefill rows' q/k/v/out dtype (default bf16)\n"
+    "  --precision fast|high|both    cuda prefill rows' precision modes (default both)\n"
     "  --json FILE                   also write one JSON object per row to FILE\n";
 
 static const char usage_info[] =
