@@ -3,8 +3,16 @@
 
 The build_py step configures and builds libgdn's shared library with CMake from the repository
 this directory sits in (CUDA backend included when nvcc is found) and puts the library, as
-gdn/libgdn.so, into the wheel, which is therefore tagged for the platform (py3-none-<platform>:
-the library is loaded through ctypes, so one wheel serves every Python 3). No network is used.
+gdn/libgdn.so, into the wheel, which is therefore tagged for the platform. No network is used.
+
+The build_ext step compiles gdn._fast (gdn/_fastcall.c against ../include/gdn.h), the optional
+native fast path of the per-call marshalling. It needs Python's headers (Debian: python3-dev)
+and a C compiler; when it cannot be built (no headers, no gdn.h beside a copy of python/, a
+compiler error) the build goes on without it, with a warning, and the package runs its
+pure-Python path. On CPython >= 3.11 it uses the stable ABI: the wheel is tagged
+cp311-abi3-<platform> (any CPython >= 3.11); older Pythons get their own tag (cp3X-cp3X-...);
+a wheel without the extension is py3-none-<platform> (libgdn itself is loaded through ctypes,
+so then one wheel serves every Python 3).
 
 Environment:
   GDN_PREBUILT_LIBRARY  path of an already built libgdn.so to package instead of building one
@@ -22,8 +30,9 @@ import shlex
 import shutil
 import subprocess
 import sys
+import sysconfig
 
-from setuptools import setup
+from setuptools import Extension, setup
 from setuptools.command.build_py import build_py
 from setuptools.dist import Distribution
 
@@ -38,6 +47,12 @@ except ImportError:
 HERE = os.path.dirname(os.path.abspath(__file__))  # python/
 ROOT = os.path.dirname(HERE)                       # the repository: CMakeLists.txt, src/, include/
 LIBRARY = "libgdn.so"
+FASTCALL_SOURCE = os.path.join("gdn", "_fastcall.c")  # relative to the package root
+# The stable ABI has the buffer protocol (PyObject_GetBuffer) from 3.11 on; free-threaded builds
+# have no stable ABI
+LIMITED_API = (3, 11)
+USE_LIMITED_API = sys.version_info >= LIMITED_API and not sysconfig.get_config_var(
+    "Py_GIL_DISABLED")
 
 
 def _version():
@@ -120,6 +135,26 @@ class BuildPyWithLibgdn(build_py):
         return outputs
 
 
+def fastcall_extension(package_root="."):
+    """The Extension of gdn._fast (package_root: the directory holding gdn/, relative to the
+    current directory), or None when its source or include/gdn.h is not there. optional=True:
+    a failed compile is a warning, not a failed build."""
+    include = os.path.join(ROOT, "include")
+    if not (os.path.isfile(os.path.join(HERE, FASTCALL_SOURCE)) and
+            os.path.isfile(os.path.join(include, "gdn.h"))):
+        return None
+    macros, compile_args = [], []
+    if USE_LIMITED_API:
+        macros.append(("Py_LIMITED_API", "0x%02X%02X0000" % LIMITED_API))
+    if sysconfig.get_platform().startswith(("linux", "macosx")):
+        compile_args = ["-std=c11", "-O2"]
+    return Extension("gdn._fast", sources=[os.path.join(package_root, FASTCALL_SOURCE)],
+                     depends=[os.path.join(package_root, "gdn", "_fastcall_args.h")],
+                     include_dirs=[include], define_macros=macros,
+                     extra_compile_args=compile_args, py_limited_api=USE_LIMITED_API,
+                     optional=True)
+
+
 class BinaryDistribution(Distribution):
     """The package carries a native library: a platform wheel, installed into platlib."""
 
@@ -130,11 +165,23 @@ class BinaryDistribution(Distribution):
 cmdclass = {"build_py": BuildPyWithLibgdn}
 if bdist_wheel is not None:
     class BdistWheelAnyPython(bdist_wheel):
-        """Tags the wheel py3-none-<platform>: libgdn is loaded with ctypes, not linked
-        against any one Python's ABI."""
+        """Tags the wheel py3-none-<platform> when it holds no gdn._fast (libgdn is loaded with
+        ctypes, not linked against any one Python's ABI); with it, cp311-abi3-<platform> (the
+        stable ABI) or this Python's own tag."""
+
+        def _has_fastcall(self):
+            if not self.distribution.ext_modules:
+                return False
+            build_ext = self.get_finalized_command("build_ext")
+            return any(os.path.isfile(p) for p in build_ext.get_outputs())
 
         def get_tag(self):
-            return ("py3", "none", super().get_tag()[2])
+            tag = super().get_tag()
+            if not self._has_fastcall():
+                return ("py3", "none", tag[2])
+            if USE_LIMITED_API:
+                return ("cp%d%d" % LIMITED_API, "abi3", tag[2])
+            return tag
 
     cmdclass["bdist_wheel"] = BdistWheelAnyPython
 
@@ -144,12 +191,18 @@ def setup_gdn(package_root=".", **kwargs):
     "." here, "python" from the repository root)."""
     with open(os.path.join(HERE, "README.md"), encoding="utf-8") as f:
         readme = f.read()
+    extension = fastcall_extension(package_root)
+    if extension is None:
+        print("gdn: not building gdn._fast (the native fast path): "
+              f"{os.path.join(HERE, FASTCALL_SOURCE)} or {os.path.join(ROOT, 'include', 'gdn.h')} "
+              "is missing; the package runs its pure-Python path", flush=True)
     setup(name="gdn", version=_version(),
           description="Gated DeltaNet kernels (libgdn) for NumPy arrays and PyTorch tensors",
           long_description=readme, long_description_content_type="text/markdown",
           python_requires=">=3.9", install_requires=["numpy"],
           packages=["gdn"], package_dir={"": package_root},
           package_data={"gdn": [LIBRARY]}, include_package_data=False, zip_safe=False,
+          ext_modules=[extension] if extension is not None else [],
           distclass=BinaryDistribution, cmdclass=cmdclass, **kwargs)
 
 

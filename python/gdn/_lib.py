@@ -10,9 +10,14 @@ dtype, shape and element strides. PyTorch is optional and only used when it is i
 """
 import ctypes
 import ctypes.util
+import importlib
+import importlib.machinery
+import importlib.util
 import itertools
 import os
+import struct
 import threading
+import warnings
 
 import numpy as np
 
@@ -80,6 +85,9 @@ _TORCH_DTYPES = {}
 if torch is not None:
     _TORCH_DTYPES = {torch.float32: F32, torch.bfloat16: BF16, torch.float16: F16,
                      torch.int32: I32, torch.int64: I64, torch.uint8: U8, torch.bool: U8}
+# isinstance() targets: () matches nothing, so the checks need no "torch is not None" first
+TORCH_TENSOR = torch.Tensor if torch is not None else ()
+ARRAY_TYPES = (np.ndarray,) + ((torch.Tensor,) if torch is not None else ())
 
 
 class GdnError(RuntimeError):
@@ -253,20 +261,21 @@ def check(status, ctx):
 # ---- arrays --------------------------------------------------------------------------------
 
 def is_torch(x):
-    return torch is not None and isinstance(x, torch.Tensor)
+    return isinstance(x, TORCH_TENSOR)
 
 
 def device_of(x):
     """'cpu' or ('cuda', index) for an array or tensor; None for None."""
     if x is None:
         return None
-    if is_torch(x) and x.is_cuda:
-        return ("cuda", x.device.index if x.device.index is not None else 0)
+    if isinstance(x, TORCH_TENSOR) and x.is_cuda:
+        index = x.device.index
+        return ("cuda", index if index is not None else 0)
     return "cpu"
 
 
 def numel(x):
-    return x.numel() if is_torch(x) else x.size
+    return x.numel() if isinstance(x, TORCH_TENSOR) else x.size
 
 
 # Zero-element tensors get their own address here: torch reports NULL for them (NULL is libgdn's
@@ -289,37 +298,47 @@ def _contiguous_strides(shape):
     return strides[::-1]
 
 
+# gdn_tensor field for field (native alignment, as the C compiler lays it out): describe() packs
+# one in a single call; its size is checked against the ctypes mirror below
+_TENSOR_LAYOUT = struct.Struct(f"@Pii{MAX_DIMS}q{MAX_DIMS}q")
+_NO_DIMS = (0,) * MAX_DIMS
+_pack_tensor = _TENSOR_LAYOUT.pack
+_tensor_from_bytes = Tensor.from_buffer_copy
+if _TENSOR_LAYOUT.size != ctypes.sizeof(Tensor):  # pragma: no cover - a platform's ABI quirk
+    raise ImportError(f"gdn: gdn_tensor packs to {_TENSOR_LAYOUT.size} bytes, its ctypes mirror "
+                      f"is {ctypes.sizeof(Tensor)}")
+
+
 def describe(x, name):
     """A gdn_tensor for a NumPy array or torch tensor (None: absent). No copy is made."""
-    t = Tensor()
     if x is None:
-        return t
-    if x.ndim > MAX_DIMS or x.ndim < 1:
-        raise GdnValueError(ERR_SHAPE, f"{name}: rank {x.ndim}, expected 1 to {MAX_DIMS}")
-    if is_torch(x):
-        if x.dtype not in _TORCH_DTYPES:
+        return Tensor()
+    ndim = x.ndim
+    if ndim > MAX_DIMS or ndim < 1:
+        raise GdnValueError(ERR_SHAPE, f"{name}: rank {ndim}, expected 1 to {MAX_DIMS}")
+    if isinstance(x, TORCH_TENSOR):
+        code = _TORCH_DTYPES.get(x.dtype)
+        if code is None:
             raise GdnValueError(ERR_DTYPE, f"{name}: dtype {x.dtype} is not one libgdn takes "
                                            "(float32, bfloat16, float16; int32/int64/uint8 for "
                                            "indices)")
-        t.data, t.dtype = x.data_ptr(), _TORCH_DTYPES[x.dtype]
-        strides = x.stride()
+        data, strides, empty = x.data_ptr(), x.stride(), x.numel() == 0
     elif isinstance(x, np.ndarray):
-        if x.dtype not in _NP_DTYPES:
+        code = _NP_DTYPES.get(x.dtype)
+        if code is None:
             raise GdnValueError(ERR_DTYPE, f"{name}: dtype {x.dtype} is not one libgdn takes "
                                            "(float32, float16; int32/int64/uint8 for indices)")
-        if any(s % x.itemsize for s in x.strides):
+        size, strides = x.itemsize, x.strides
+        if any(s % size for s in strides):
             raise GdnValueError(ERR_STRIDE,
                                 f"{name}: byte strides {x.strides} are not whole elements")
-        t.data, t.dtype = x.ctypes.data, _NP_DTYPES[x.dtype]
-        strides = [s // x.itemsize for s in x.strides]
+        data, strides, empty = x.ctypes.data, [s // size for s in strides], x.size == 0
     else:
         raise TypeError(f"{name}: expected a numpy.ndarray or torch.Tensor, got {type(x).__name__}")
-    if numel(x) == 0:  # NumPy gives empty arrays stride 0 everywhere; no element, no layout
-        t.data, strides = _address_for_empty(), _contiguous_strides(x.shape)
-    t.ndim = x.ndim
-    for i, (n, s) in enumerate(zip(x.shape, strides)):
-        t.shape[i], t.stride[i] = n, s
-    return t
+    if empty:  # NumPy gives empty arrays stride 0 everywhere; no element, no layout
+        data, strides = _address_for_empty(), _contiguous_strides(x.shape)
+    pad = _NO_DIMS[ndim:]
+    return _tensor_from_bytes(_pack_tensor(data, code, ndim, *x.shape, *pad, *strides, *pad))
 
 
 def check_writable(x, name):
@@ -327,12 +346,14 @@ def check_writable(x, name):
     (a read-only memmap would crash the process) or a view that repeats elements (stride 0, as
     np.broadcast_to and torch's expand make), whose rows would overwrite each other. Runs before
     anything is written."""
-    if not (is_torch(x) or isinstance(x, np.ndarray)) or numel(x) == 0:
+    if not isinstance(x, ARRAY_TYPES) or numel(x) == 0:
         return  # None, or nothing to write; describe() names a wrong type
     if isinstance(x, np.ndarray) and not x.flags.writeable:
         raise GdnValueError(ERR_VALUE, f"{name} is read-only (writeable=False), expected an "
                                        "array that can be written in place")
-    strides = x.stride() if is_torch(x) else x.strides
+    strides = x.stride() if isinstance(x, TORCH_TENSOR) else x.strides
+    if 0 not in strides:
+        return
     for d, (n, s) in enumerate(zip(x.shape, strides)):
         if n > 1 and s == 0:
             raise GdnValueError(ERR_STRIDE, f"{name}.stride[{d}] is 0 with shape[{d}] = {n}: its "
@@ -465,12 +486,117 @@ def context(backend, device):
         cache[key] = ctx
         _live.add(+1)
     if isinstance(device, tuple):
-        lib.gdn_context_set_stream(ctx, torch.cuda.current_stream(device[1]).cuda_stream)
+        lib.gdn_context_set_stream(ctx, _current_stream(device[1]))
     return ctx
 
 
+def _current_stream_of_torch(index):
+    return torch.cuda.current_stream(index).cuda_stream
+
+
+# torch's current CUDA stream (a cudaStream_t as an int) for a device index: through the raw
+# getter torch's own compiled code uses (no Stream object per call) when this torch has it
+_current_stream = getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream", None) or \
+    _current_stream_of_torch
+
+
 def common_device(*xs):
-    devs = {device_of(x) for x in xs if x is not None}
-    if len(devs) > 1:
-        raise ValueError(f"tensors are on different devices: {sorted(map(str, devs))}")
-    return devs.pop() if devs else "cpu"
+    found = None
+    for x in xs:
+        if x is None:
+            continue
+        dev = device_of(x)
+        if found is None:
+            found = dev
+        elif dev != found:
+            devs = {device_of(x) for x in xs if x is not None}
+            raise ValueError(f"tensors are on different devices: {sorted(map(str, devs))}")
+    return "cpu" if found is None else found
+
+
+# ---- the optional native fast path (gdn._fast, built from _fastcall.c) ------------------------
+
+FAST_BINDING_VERSION = 1  # _fastcall.c's BINDING_VERSION: the calls' arguments as made here
+
+
+def _fast_choice():
+    """GDN_FASTCALL: unset, "" or "auto": use gdn._fast when it imports; "0" (off, no, false):
+    never (the pure-Python path runs); "1" (on, yes, true): gdn._fast must import; anything
+    else: the path of a built _fast extension file to load (for source trees and tests)."""
+    choice = os.environ.get("GDN_FASTCALL", "").strip()
+    lowered = choice.lower()
+    if lowered in ("", "auto"):
+        return "auto"
+    if lowered in ("0", "off", "no", "false"):
+        return "off"
+    if lowered in ("1", "on", "yes", "true"):
+        return "on"
+    return choice
+
+
+def _import_fast(choice):
+    if choice in ("auto", "on"):
+        return importlib.import_module(__package__ + "._fast")
+    loader = importlib.machinery.ExtensionFileLoader(__package__ + "._fast", choice)
+    spec = importlib.util.spec_from_file_location(__package__ + "._fast", choice, loader=loader)
+    if spec is None:
+        raise ImportError(f"not an extension module file: {choice}")
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+def _load_fast():
+    """gdn._fast set up for `lib`, or None: GDN_FASTCALL says whether to try (_fast_choice);
+    where it is only allowed (auto), an extension that does not import, or that was compiled
+    from a gdn.h whose structs differ from the loaded library's, is passed over (with a warning
+    for the latter) and the pure-Python path runs; where it is asked for, those are ImportErrors.
+    """
+    choice = _fast_choice()
+    if choice == "off":
+        return None
+    try:
+        fast = _import_fast(choice)
+    except ImportError as e:
+        if choice == "auto":
+            return None
+        raise ImportError(f"gdn: GDN_FASTCALL={os.environ.get('GDN_FASTCALL')} asks for the "
+                          f"native fast path, which does not import: {e}") from e
+    message = None
+    if getattr(fast, "BINDING_VERSION", None) != FAST_BINDING_VERSION:
+        message = (f"gdn: the native fast path ({getattr(fast, '__file__', '?')}) is from "
+                   f"another version of the binding (BINDING_VERSION "
+                   f"{getattr(fast, 'BINDING_VERSION', None)}, expected {FAST_BINDING_VERSION}); "
+                   "rebuild it")
+    else:
+        wrong = {name: (size, lib.gdn_struct_size(name.encode()))
+                 for name, size in fast.struct_sizes().items()
+                 if size != lib.gdn_struct_size(name.encode())}
+        if wrong:
+            message = (f"gdn: the native fast path ({getattr(fast, '__file__', '?')}) was "
+                       f"compiled from another gdn.h than libgdn at {_library_name(lib)} "
+                       f"(struct: (its size, the library's): {wrong}); rebuild it")
+    if message:
+        if choice != "auto":
+            raise ImportError(message)
+        warnings.warn(message + "; the pure-Python path runs", RuntimeWarning, stacklevel=2)
+        return None
+
+    def address(fn):
+        return ctypes.cast(fn, ctypes.c_void_p).value
+
+    fast.setup(delta_rule=address(lib.gdn_delta_rule),
+               delta_rule_default_args=address(lib.gdn_delta_rule_default_args),
+               gating_default_params=address(lib.gdn_gating_default_params),
+               conv1d_update=address(lib.gdn_conv1d_update),
+               conv1d_update_default_args=address(lib.gdn_conv1d_update_default_args),
+               ndarray=np.ndarray, zeros=np.zeros, empty=np.empty, context=context, check=check,
+               tensor=torch.Tensor if torch is not None else None,
+               torch_dtypes=tuple(_TORCH_DTYPES.items()))
+    return fast
+
+
+fast = _load_fast()
+"""gdn._fast, the native fast path (_fastcall.c), or None: the pure-Python path runs. The ops
+try it first and run their Python path when it declines a call (it returns NotImplemented); a
+test may set it to None to compare the two."""

@@ -1,6 +1,8 @@
 """Tests of the package's build (python/setup.py): a wheel built from the package sources carries
 libgdn as gdn/libgdn.so, is tagged for the platform, and once installed imports and runs from
-another directory with no GDN_LIBRARY set.
+another directory with no GDN_LIBRARY set. Built from a copy of python/ alone (no include/gdn.h
+beside it) it has no gdn._fast and is tagged py3-none-<platform>; with the header it carries
+gdn._fast too (where this Python has its headers) and is tagged for the stable ABI.
 
 The wheel packages the library this test session loaded (GDN_PREBUILT_LIBRARY), so no CMake
 build runs here and the sources are copied to a temporary directory first: nothing is written
@@ -12,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import zipfile
 
 import pytest
@@ -19,6 +22,7 @@ import pytest
 import gdn
 
 PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # python/
+HEADER = os.path.join(os.path.dirname(PYTHON_DIR), "include", "gdn.h")
 
 pytestmark = pytest.mark.skipif(
     not all(importlib.util.find_spec(m) for m in ("pip", "setuptools", "wheel")),
@@ -30,13 +34,14 @@ def _copy_package_sources(dest):
     os.makedirs(os.path.join(dest, "gdn"))
     for name in ("setup.py", "pyproject.toml", "README.md"):
         shutil.copy(os.path.join(PYTHON_DIR, name), dest)
-    for path in glob.glob(os.path.join(PYTHON_DIR, "gdn", "*.py")):
-        shutil.copy(path, os.path.join(dest, "gdn"))
+    for pattern in ("*.py", "*.c", "*.h"):
+        for path in glob.glob(os.path.join(PYTHON_DIR, "gdn", pattern)):
+            shutil.copy(path, os.path.join(dest, "gdn"))
 
 
 def _env(**changes):
     env = {k: v for k, v in os.environ.items()
-           if k not in ("GDN_LIBRARY", "GDN_PREBUILT_LIBRARY", "PYTHONPATH")}
+           if k not in ("GDN_LIBRARY", "GDN_PREBUILT_LIBRARY", "PYTHONPATH", "GDN_FASTCALL")}
     env.update(PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1", **changes)
     return env
 
@@ -70,7 +75,8 @@ def test_wheel_bundles_libgdn_and_imports_from_anywhere(tmp_path):
     script = ("import numpy as np, gdn; print(gdn.info()); "
               "x = np.arange(1, 9, dtype=np.float32).reshape(2, 4); "
               "y = gdn.l2norm(x); "
-              "assert np.allclose((y * y).sum(-1), 1, atol=1e-5), y; print('ok')")
+              "assert np.allclose((y * y).sum(-1), 1, atol=1e-5), y; "
+              "assert gdn._lib.fast is None, gdn._lib.fast; print('ok')")
     r = subprocess.run([sys.executable, "-c", script], cwd=elsewhere, capture_output=True,
                        text=True, timeout=120, env=_env(PYTHONPATH=site))
     assert r.returncode == 0, r.stdout + r.stderr
@@ -87,3 +93,47 @@ def test_building_without_the_c_sources_says_what_to_do(tmp_path):
     assert r.returncode != 0
     out = r.stdout + r.stderr
     assert "libgdn's sources are not at" in out and "GDN_PREBUILT_LIBRARY" in out, out
+
+
+@pytest.mark.skipif(not os.path.isfile(os.path.join(sysconfig.get_paths().get("include") or "",
+                                                    "Python.h")),
+                    reason="no Python.h: gdn._fast cannot be built (Debian: python3-dev)")
+def test_wheel_with_the_fast_path(tmp_path):
+    """With include/gdn.h beside the package sources, the wheel carries gdn._fast (stable ABI
+    on CPython >= 3.11), and the installed package uses it for a decode call."""
+    sources, wheels, site, elsewhere = (str(tmp_path / d) for d in
+                                        ("src", "wheels", "site", "elsewhere"))
+    _copy_package_sources(sources)
+    os.makedirs(tmp_path / "include")
+    shutil.copy(HEADER, tmp_path / "include")  # ../include/gdn.h, as in a checkout
+    os.makedirs(elsewhere)
+    r = _pip(["wheel", "--no-build-isolation", "--no-deps", "--no-index", "-w", wheels, sources],
+             cwd=elsewhere, env=_env(GDN_PREBUILT_LIBRARY=gdn._loaded_library_path()))
+    assert r.returncode == 0, r.stdout + r.stderr
+    (wheel,) = glob.glob(os.path.join(wheels, "gdn-*.whl"))
+    tag = os.path.basename(wheel)[len(f"gdn-{gdn.__version__}-"):]
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+    extensions = [n for n in names if n.startswith("gdn/_fast") and not n.endswith(".c")]
+    assert len(extensions) == 1, names
+    if sys.version_info >= (3, 11) and not sysconfig.get_config_var("Py_GIL_DISABLED"):
+        assert tag.startswith("cp311-abi3-") and extensions[0].endswith(".abi3.so"), (tag, names)
+    else:
+        assert tag.startswith(f"cp{sys.version_info[0]}{sys.version_info[1]}-"), tag
+
+    r = _pip(["install", "--no-deps", "--no-index", "--target", site, wheel], cwd=elsewhere,
+             env=_env())
+    assert r.returncode == 0, r.stdout + r.stderr
+    script = ("import numpy as np, gdn\n"
+              "from gdn import _lib\n"
+              "assert _lib.fast is not None and _lib.fast.__file__.startswith(%r), _lib.fast\n"
+              "q = k = np.ones((1, 1, 2, 8), np.float32); v = np.ones((1, 1, 2, 4), np.float32)\n"
+              "g = np.zeros((1, 1, 2), np.float32); beta = np.ones((1, 1, 2), np.float32)\n"
+              "pool = np.zeros((3, 2, 8, 4), np.float32)\n"
+              "o, _ = gdn.fused_recurrent_gated_delta_rule(q, k, v, g, beta, state_pool=pool,\n"
+              "                                            state_indices=np.array([1], np.int32))\n"
+              "assert pool[1].any() and not pool[0].any() and o.any(); print('ok')\n"
+              % os.path.join(site, "gdn"))
+    r = subprocess.run([sys.executable, "-c", script], cwd=elsewhere, capture_output=True,
+                       text=True, timeout=120, env=_env(PYTHONPATH=site))
+    assert r.returncode == 0 and r.stdout.endswith("ok\n"), r.stdout + r.stderr
