@@ -17,9 +17,10 @@ import functools
 
 import numpy as np
 
-from . import _lib
-from ._lib import ERR_DTYPE, ERR_SHAPE, GdnValueError, check, describe, lib
-from .ops import (_activation, _check_shape, _copy_back, _in_place, _index, _readable)
+from . import _lib, torch_ops as _torch_ops
+from ._lib import ACT_NONE, ACT_SILU, ERR_DTYPE, ERR_SHAPE, GdnValueError, check, describe, lib
+from .ops import (_activation, _check_shape, _copy_back, _in_place, _index, _readable,
+                  _unknown_keywords)
 
 _MAX_WIDTH = 16  # GDN_CONV_MAX_WIDTH: widths outside 2..16 are left for libgdn to name
 
@@ -188,7 +189,7 @@ def _seq_idx_offsets(seq_idx, B, T, like, compact=None):
 def causal_conv1d_fn(x, weight, bias=None, seq_idx=None, initial_states=None,
                      return_final_states=False, final_states_out=None, activation=None, *,
                      conv_states=None, cache_indices=None, has_initial_state=None,
-                     query_start_loc=None, backend=None):
+                     query_start_loc=None, backend=None, strict=None, **kwargs):
     """causal-conv1d's causal_conv1d_fn. x [B, C, T] (or [C, T_total] with query_start_loc for
     varlen, as vLLM), weight [C, W] (or [C, 1, W]); initial_states / final states [N, C, L]
     (N = B, or len(query_start_loc) - 1; L >= W - 1, usually W - 1: module docstring). Returns
@@ -203,7 +204,15 @@ def causal_conv1d_fn(x, weight, bias=None, seq_idx=None, initial_states=None,
     libgdn extras: conv_states [S, C, L] updated in place, with cache_indices (slot per
     sequence, -1 = skip: that sequence's output comes back as zeros) and has_initial_state.
     Copies: x whose channels are not contiguous (a plain contiguous [B, C, T] x is: pass the
-    transpose of a [B, T, C] buffer to avoid it) and initial_states (never written)."""
+    transpose of a [B, T, C] buffer to avoid it) and initial_states (never written).
+    Other keywords (HF's layers pass their own through) are ignored, or a TypeError naming them
+    with strict=True or GDN_STRICT_KWARGS=1."""
+    _unknown_keywords("causal_conv1d_fn", kwargs, strict)
+    if _torch_ops.compiling():  # torch.compile: one torch.ops.gdn op (torch_ops.py)
+        return _torch_ops.causal_conv1d_fn(
+            x, weight, bias, seq_idx, initial_states, return_final_states, final_states_out,
+            activation, conv_states=conv_states, cache_indices=cache_indices,
+            has_initial_state=has_initial_state, query_start_loc=query_start_loc, backend=backend)
     if initial_states is not None and conv_states is not None:
         raise ValueError("pass initial_states or conv_states, not both")
     varlen = x.ndim == 2
@@ -276,7 +285,7 @@ def _private_pool(x, initial_states, shape):
 
 
 def causal_conv1d_update(x, conv_state, weight, bias=None, activation=None, cache_seqlens=None,
-                         conv_state_indices=None, *, backend=None):
+                         conv_state_indices=None, *, backend=None, strict=None, **kwargs):
     """causal-conv1d's causal_conv1d_update: x [B, C] (one token per sequence) or [B, C, L] (L
     tokens per sequence, e.g. speculative verification: one libgdn prefill call);
     conv_state [S, C, state_len], state_len >= W - 1, updated in place: the whole state shifts
@@ -285,7 +294,35 @@ def causal_conv1d_update(x, conv_state, weight, bias=None, activation=None, cach
     back as zeros. Returns out shaped like x (for L > 1, a [B, C, L] view of a [B, L, C] array).
     cache_seqlens (the circular-buffer mode) is not supported. Copies: an x whose channels are
     not contiguous (for L > 1 a contiguous [B, C, L] x is; HF's transposed projections are
-    not)."""
+    not). Other keywords are ignored, or a TypeError with strict (as causal_conv1d_fn)."""
+    _unknown_keywords("causal_conv1d_update", kwargs, strict)
+    if _torch_ops.compiling():  # torch.compile: one torch.ops.gdn op (torch_ops.py)
+        return _torch_ops.causal_conv1d_update(x, conv_state, weight, bias, activation,
+                                               cache_seqlens, conv_state_indices, backend=backend)
+    return _conv1d_update(x, conv_state, weight, bias, activation, cache_seqlens,
+                          conv_state_indices, backend=backend)
+
+
+_ACTIVATIONS = {None: ACT_NONE, "none": ACT_NONE, "identity": ACT_NONE, "silu": ACT_SILU,
+                "swish": ACT_SILU}  # ops._activation's names, for the fast path's lookup
+
+
+def _conv1d_update(x, conv_state, weight, bias, activation, cache_seqlens, conv_state_indices,
+                   *, backend):
+    """causal_conv1d_update's work. The native fast path (_lib.fast, _fastcall.c) runs the call
+    when it can do exactly what the code below does (a [B, C] or [B, C, 1] x, a state exactly
+    W - 1 wide, nothing to copy or refuse); else it declines and the code below runs."""
+    fast = _lib.fast
+    if fast is not None:
+        try:
+            code = _ACTIVATIONS.get(activation)
+        except TypeError:  # unhashable: _activation() names it
+            code = None
+        if code is not None:
+            out = fast.conv1d_update(backend, x, conv_state, weight, bias, code, cache_seqlens,
+                                     conv_state_indices)
+            if out is not NotImplemented:
+                return out
     if cache_seqlens is not None:
         raise ValueError("cache_seqlens (circular conv state) is not supported")
     weight, bias = _readable(_weight_2d(weight)), _readable(bias, False)

@@ -23,10 +23,11 @@ rows of padding sequences (slot -1) are zeros; empty inputs give empty outputs.
 """
 import ctypes
 import os
+import warnings
 
 import numpy as np
 
-from . import _lib
+from . import _lib, torch_ops as _torch_ops
 from ._lib import (A_FORMS, ACT_NONE, ACT_SILU, ALGORITHMS, CHUNK_SIZE_AUTO, ERR_SHAPE, GVAS,
                    PRECISIONS, SCALE_AUTO, SOFTPLUS_THRESHOLD, STATE_KV, STATE_VK, GdnValueError,
                    check, describe, lib)
@@ -62,39 +63,52 @@ def _gating_params(A_log, dt_bias, *, a_form, threshold, allow_neg_eigval):
 
 # ---- argument adapters: what libgdn reads in place, and copies of what it cannot ---------------
 
+_TorchTensor = _lib.TORCH_TENSOR
+_ARRAY_TYPES = _lib.ARRAY_TYPES
+
+
 def _element_strides(x):
     """x's strides in elements, or None for a NumPy array libgdn cannot address at all
     (unaligned data, or byte strides that are not whole elements)."""
-    if _lib.is_torch(x):
+    if isinstance(x, _TorchTensor):
         return x.stride()
-    if not x.flags.aligned or any(s % x.itemsize for s in x.strides):
+    size = x.itemsize
+    if not x.flags.aligned or any(s % size for s in x.strides):
         return None
-    return [s // x.itemsize for s in x.strides]
+    return [s // size for s in x.strides]
 
 
 def _addressable(x, last_contiguous, no_repeats=False):
     """Can libgdn's C API read x where it is? Strides must be >= 0 (torch's always are); with
     last_contiguous, the last dimension must have stride 1 (when it has more than one element);
     with no_repeats, no dimension of more than one element may have stride 0."""
-    if x.ndim == 0 or _lib.numel(x) == 0:
-        return True  # describe() names rank 0, and gives empty arrays a layout of their own
-    strides = _element_strides(x)
-    if strides is None or any(s < 0 for s in strides):
+    if isinstance(x, _TorchTensor):
+        if x.ndim == 0 or x.numel() == 0:
+            return True  # describe() names rank 0, and gives empty arrays a layout of their own
+        strides, one = x.stride(), 1
+    else:
+        if x.ndim == 0 or x.size == 0:
+            return True
+        strides, one = x.strides, x.itemsize  # in bytes: one element is itemsize
+        if not x.flags.aligned or any(s % one for s in strides):
+            return False
+    if min(strides) < 0:
         return False
-    if last_contiguous and x.shape[-1] > 1 and strides[-1] != 1:
+    if last_contiguous and strides[-1] != one and x.shape[-1] > 1:
         return False
-    return not (no_repeats and any(s == 0 and n > 1 for n, s in zip(x.shape, strides)))
+    return not (no_repeats and 0 in strides and
+                any(s == 0 and n > 1 for n, s in zip(x.shape, strides)))
 
 
 def _contiguous(x):
     """A contiguous copy (NumPy: always a new, aligned array; ascontiguousarray would hand an
     unaligned contiguous one back as it is)."""
-    return x.contiguous() if _lib.is_torch(x) else np.array(x, order="C")
+    return x.contiguous() if isinstance(x, _TorchTensor) else np.array(x, order="C")
 
 
 def _readable(x, last_contiguous=True):
     """x itself when libgdn can read it in place, else a contiguous copy (same dtype/device)."""
-    if x is None or not (_lib.is_torch(x) or isinstance(x, np.ndarray)):
+    if not isinstance(x, _ARRAY_TYPES):
         return x  # None, or a wrong type for describe() to name
     return x if _addressable(x, last_contiguous) else _contiguous(x)
 
@@ -102,8 +116,10 @@ def _readable(x, last_contiguous=True):
 def _index(x, like):
     """An index array (cu_seqlens, slots, flags; lists too) on like's framework and device,
     copied if libgdn cannot read it there (negative strides, repeated elements)."""
+    if x is None:
+        return None
     x = _lib.on_device_of(x, like)
-    if x is None or _addressable(x, last_contiguous=False, no_repeats=True):
+    if _addressable(x, last_contiguous=False, no_repeats=True):
         return x
     return _contiguous(x)
 
@@ -112,8 +128,8 @@ def _in_place(x):
     """The array libgdn writes for the caller's x: x itself, or (for a NumPy array with negative
     strides or unaligned data) a contiguous copy to be copied back with _copy_back() after the
     call succeeds. Run check_writable(x) first."""
-    if x is None or not isinstance(x, np.ndarray) or _addressable(x, last_contiguous=False):
-        return x
+    if not isinstance(x, np.ndarray) or _addressable(x, last_contiguous=False):
+        return x  # None, a torch tensor (always addressable), or an array libgdn can write
     return _contiguous(x)
 
 
@@ -175,26 +191,37 @@ def _strict(strict):
 def _fla_keywords(fn, kwargs, *, strict, state_v_first):
     """Applies the keywords that reach a delta-rule function's **kwargs and returns the state
     layout (state_v_first: None means not given, i.e. False). transpose_state_layout is FLA's
-    older name of state_v_first; the keywords of _REFUSED raise ValueError at values that change
+    older name of state_v_first (a DeprecationWarning; giving both is a ValueError, as FLA); the keywords of _REFUSED raise ValueError at values that change
     the math; FLA's helpers (_FLA_IGNORED) are ignored; any other keyword is ignored too (as
     FLA's **kwargs swallows it), or a TypeError naming it with strict."""
+    if not kwargs:
+        return bool(state_v_first)
     kwargs = dict(kwargs)
-    if "transpose_state_layout" in kwargs:
+    if "transpose_state_layout" in kwargs:  # as FLA: a DeprecationWarning, both names refused
         transpose = bool(kwargs.pop("transpose_state_layout"))
-        if state_v_first is not None and bool(state_v_first) != transpose:
-            raise ValueError(f"{fn}: state_v_first={bool(state_v_first)} and "
-                             f"transpose_state_layout={transpose} disagree (they are one option: "
-                             "transpose_state_layout is its older name); pass one")
+        if state_v_first is not None:
+            raise ValueError(f"{fn}: pass state_v_first or transpose_state_layout (its older "
+                             "name), not both")
+        if not _torch_ops.compiling():  # (torch.compile cannot trace a warning)
+            warnings.warn(f"{fn}: transpose_state_layout is the older name of state_v_first",
+                          DeprecationWarning, stacklevel=3)
         state_v_first = transpose
     for name, (changes_math, why) in _REFUSED.items():
         if name in kwargs and changes_math(kwargs[name]):
             raise ValueError(f"{fn}: {why}")
-    unknown = sorted(set(kwargs) - _FLA_IGNORED - set(_REFUSED))
-    if unknown and _strict(strict):
-        raise TypeError(f"{fn}() got unexpected keyword argument(s) "
-                        f"{', '.join(map(repr, unknown))} (strict: unset GDN_STRICT_KWARGS or pass "
-                        "strict=False to have unknown keywords ignored, as FLA does)")
+    _unknown_keywords(fn, {k: v for k, v in kwargs.items()
+                           if k not in _FLA_IGNORED and k not in _REFUSED}, strict)
     return bool(state_v_first)
+
+
+def _unknown_keywords(fn, kwargs, strict):
+    """Keywords fn does not know: ignored (as FLA's **kwargs swallows them), or a TypeError
+    naming them with strict (strict=None: GDN_STRICT_KWARGS=1 in the environment)."""
+    if kwargs and _strict(strict):
+        raise TypeError(f"{fn}() got unexpected keyword argument(s) "
+                        f"{', '.join(map(repr, sorted(kwargs)))} (strict: unset "
+                        "GDN_STRICT_KWARGS or pass strict=False to have unknown keywords "
+                        "ignored, as FLA does)")
 
 
 # ---- the gated delta rule -------------------------------------------------------------------
@@ -206,6 +233,8 @@ def _one_qkv_dtype(q, k, v):
     """q, k and v in one dtype, as libgdn takes them: as they are when their dtypes agree, else
     float32 copies of those that are not float32 (bf16 / f16 -> f32 is exact, so nothing is lost;
     the math then runs in float32). Other dtypes are left for describe() to name."""
+    if q.dtype is k.dtype is v.dtype:
+        return q, k, v  # one dtype (the common case, without naming it)
     names = [str(t.dtype).replace("torch.", "") for t in (q, k, v)]
     if len(set(names)) == 1 or not all(n in _FLOAT32_16 for n in names):
         return q, k, v
@@ -226,7 +255,24 @@ def _delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None, output_fina
     """The one gdn_delta_rule call behind both public delta-rule functions. Options are keyword
     arguments named as in the public functions; their defaults are libgdn's. out_dtype_of ("q"
     or "v") names the input whose dtype the output takes (FLA: q for chunk, v for recurrent).
-    Returns (o, final state or None)."""
+    Returns (o, final state or None).
+
+    The native fast path (_lib.fast, _fastcall.c) runs the call when it can do exactly what the
+    code below does; it declines (NotImplemented) whatever needs a copy, a conversion or an
+    error of this code's, and then the code below runs."""
+    fast = _lib.fast
+    if fast is not None:
+        gva_value, algorithm_value = GVAS.get(gva), ALGORITHMS.get(algorithm)
+        precision_value = PRECISIONS.get(precision)
+        if gva_value is not None and algorithm_value is not None and precision_value is not None:
+            result = fast.delta_rule(
+                backend, q, k, v, g, beta, initial_state, state_pool, state_indices,
+                has_initial_state, cu_seqlens, A_log, dt_bias, scale, state_v_first, gva_value,
+                algorithm_value, chunk_size, use_qk_l2norm_in_kernel, use_gate_in_kernel,
+                use_beta_sigmoid_in_kernel, allow_neg_eigval, precision_value,
+                output_final_state, out_dtype_of == "q")
+            if result is not NotImplemented:
+                return result
     if gva not in GVAS:
         raise ValueError(f"gva is {gva!r}, expected 'block' (FLA, HF) or 'tiled' (ggml, GGUF)")
     if algorithm not in ALGORITHMS:
@@ -339,6 +385,14 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None,
     within 5e-3 of float64; "high": hi + lo operands, f32 outputs and states within 5e-5);
     backend; strict (see below).
     """
+    if _torch_ops.compiling():  # torch.compile: one torch.ops.gdn op (torch_ops.py)
+        return _torch_ops.chunk_gated_delta_rule(
+            q, k, v, g, beta, scale, initial_state, output_final_state, use_qk_l2norm_in_kernel,
+            use_beta_sigmoid_in_kernel, allow_neg_eigval, state_v_first, cu_seqlens,
+            use_gate_in_kernel=use_gate_in_kernel, A_log=A_log, dt_bias=dt_bias,
+            state_pool=state_pool, state_indices=state_indices,
+            has_initial_state=has_initial_state, gva=gva, chunk_size=chunk_size,
+            algorithm=algorithm, precision=precision, backend=backend, strict=strict, **kwargs)
     state_v_first = _fla_keywords("chunk_gated_delta_rule", kwargs, strict=strict,
                                   state_v_first=state_v_first)
     return _delta_rule(
@@ -368,6 +422,13 @@ def fused_recurrent_gated_delta_rule(q, k, v, g=None, beta=None, scale=None, ini
     the recurrent form, in float32). Unlike FLA's, g and beta are the 4th and 5th positional
     arguments (FLA has gk, gv between them): pass FLA's gk / gv by keyword, or not at all.
     """
+    if _torch_ops.compiling():  # torch.compile: one torch.ops.gdn op (torch_ops.py)
+        return _torch_ops.fused_recurrent_gated_delta_rule(
+            q, k, v, g, beta, scale, initial_state, output_final_state, use_qk_l2norm_in_kernel,
+            use_gate_in_kernel, A_log, dt_bias, use_beta_sigmoid_in_kernel, allow_neg_eigval,
+            state_v_first, cu_seqlens, state_pool=state_pool, state_indices=state_indices,
+            has_initial_state=has_initial_state, gva=gva, backend=backend, strict=strict,
+            **kwargs)
     state_v_first = _fla_keywords("fused_recurrent_gated_delta_rule", kwargs, strict=strict,
                                   state_v_first=state_v_first)
     return _delta_rule(
@@ -392,6 +453,10 @@ def fused_gdn_gating(A_log, a, b, dt_bias=None, beta=1.0, threshold=20.0, *,
     allow_neg_eigval), in float32, shaped like a. b may be None (then beta is None).
     a_form="neg_exp" takes GGUF's ssm_a = -exp(A_log) in place of A_log. a and b whose last
     dimension is not contiguous are copied (module docstring, "Copies")."""
+    if _torch_ops.compiling():  # torch.compile: one torch.ops.gdn op (torch_ops.py)
+        return _torch_ops.fused_gdn_gating(A_log, a, b, dt_bias, beta, threshold,
+                                           allow_neg_eigval=allow_neg_eigval, a_form=a_form,
+                                           backend=backend)
     if beta != 1.0:
         raise ValueError("softplus beta other than 1.0 is not supported")
     dev = _lib.common_device(A_log, a, b, dt_bias)
@@ -412,6 +477,8 @@ def fused_gdn_gating(A_log, a, b, dt_bias=None, beta=1.0, threshold=20.0, *,
 def l2norm(x, eps=1e-6, *, backend=None):
     """x / sqrt(sum(x^2) + eps) over the last dimension, in x's dtype (an x whose last
     dimension is not contiguous is copied first)."""
+    if _torch_ops.compiling():  # torch.compile: one torch.ops.gdn op (torch_ops.py)
+        return _torch_ops.l2norm(x, eps, backend=backend)
     ctx = _lib.context(backend, _lib.device_of(x))
     x = _readable(x)
     out = _lib.empty(x, x.shape)
@@ -427,6 +494,10 @@ def rms_norm_gated(x, g, weight, bias=None, activation="swish", residual=None, p
     dimension (norm_before_gate=False: rmsnorm(x * silu(g)) * weight; weight_offset: 1 + w).
     g may be None (no gate). bias, residual and prenorm are not supported. x and g whose last
     dimension is not contiguous are copied first."""
+    if _torch_ops.compiling():  # torch.compile: one torch.ops.gdn op (torch_ops.py)
+        return _torch_ops.rms_norm_gated(x, g, weight, bias, activation, residual, prenorm,
+                                         residual_in_fp32, eps, norm_before_gate=norm_before_gate,
+                                         weight_offset=weight_offset, backend=backend)
     if bias is not None or residual is not None or prenorm:
         raise ValueError("bias, residual and prenorm are not supported by libgdn's gated RMSNorm")
     if _activation(activation) != ACT_SILU:

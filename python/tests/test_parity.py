@@ -102,6 +102,22 @@ def test_unknown_and_fla_only_keywords_are_ignored(rng, fn, monkeypatch):
     assert np.array_equal(o, want_o)
 
 
+def test_conv_functions_ignore_unknown_keywords_unless_strict(rng, monkeypatch):
+    """HF's layers pass their own keywords (**kwargs) to causal_conv1d_fn."""
+    monkeypatch.delenv("GDN_STRICT_KWARGS", raising=False)
+    x = rng.standard_normal((2, 6, 9)).astype(np.float32)
+    w = rng.standard_normal((6, 4)).astype(np.float32)
+    want = gdn.causal_conv1d_fn(x, w, activation="silu")
+    got = gdn.causal_conv1d_fn(x, w, activation="silu", position_ids=None, layer_idx=1)
+    assert np.array_equal(got, want)
+    with pytest.raises(TypeError, match="'layer_idx'"):
+        gdn.causal_conv1d_fn(x, w, activation="silu", layer_idx=1, strict=True)
+    state = np.zeros((2, 6, 3), np.float32)
+    gdn.causal_conv1d_update(x[:, :, 0], state, w, use_cache=True)
+    with pytest.raises(TypeError, match="'use_cache'"):
+        gdn.causal_conv1d_update(x[:, :, 0], state, w, use_cache=True, strict=True)
+
+
 @pytest.mark.parametrize("fn", DELTA_RULES)
 def test_strict_makes_unknown_keywords_errors(rng, fn, monkeypatch):
     x = make_inputs(rng, 1, 5, 1, 2, K, V)
@@ -138,15 +154,16 @@ def test_transpose_state_layout_is_state_v_first(rng, fn):
     x = make_inputs(rng, 2, 9, 1, 3, K, V)
     h0 = 0.5 * normal(rng, 2, 3, K, V)
     want_o, want_s = ref_delta_rule(**x, h0=h0)
-    for kw in (dict(transpose_state_layout=True), dict(transpose_state_layout=True,
-                                                       state_v_first=True)):
-        o, s = fn(**x, initial_state=swap_kv(h0), output_final_state=True, **kw)
-        assert s.shape == (2, 3, V, K)
-        assert_close(o, want_o)
-        assert_close(swap_kv(s), want_s)
-    o, s = fn(**x, initial_state=h0, output_final_state=True, transpose_state_layout=False)
+    with pytest.warns(DeprecationWarning, match="transpose_state_layout"):
+        o, s = fn(**x, initial_state=swap_kv(h0), output_final_state=True,
+                  transpose_state_layout=True)
+    assert s.shape == (2, 3, V, K)
+    assert_close(o, want_o)
+    assert_close(swap_kv(s), want_s)
+    with pytest.warns(DeprecationWarning):
+        o, s = fn(**x, initial_state=h0, output_final_state=True, transpose_state_layout=False)
     assert_close(s, want_s)
-    for a, b in ((True, False), (False, True)):
+    for a, b in ((True, False), (False, True), (True, True)):  # both names: refused, as FLA
         with pytest.raises(ValueError, match="transpose_state_layout"):
             fn(**x, state_v_first=a, transpose_state_layout=b)
 
