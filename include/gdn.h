@@ -440,10 +440,11 @@ typedef enum gdn_algorithm {
     GDN_ALGO_CHUNKED = 2     /* chunked WY form with an exact triangular inverse */
 } gdn_algorithm;
 
-/* How the tensor-core (CUDA) and AMX (cpu) products of bf16 / f16 inputs round their operands.
- * Accumulation and states are f32 in every mode; f32 inputs and the ref backend (float64) give
- * the same result in every mode, as do the kernels that compute in f32 (recurrent, cpu without
- * AMX). Bars are relative L2 errors against float64 on the same inputs (docs/DESIGN.md). */
+/* How the tensor-core (CUDA) and bf16 (cpu: AMX, AVX512-BF16) products of bf16 / f16 inputs
+ * round their operands. Accumulation and states are f32 in every mode; f32 inputs and the ref
+ * backend (float64) give the same result in every mode, as do the kernels that compute in f32
+ * (the recurrent ones, the cpu kernels without bf16 products). Bars are relative L2 errors
+ * against float64 on the same inputs (docs/MATH.md section 8). */
 typedef enum gdn_precision {
     GDN_PRECISION_AUTO = 0,  /* fast */
     GDN_PRECISION_FAST = 1,  /* every operand rounded once to the inputs' type (as FLA's kernels):

@@ -83,6 +83,7 @@ MUT(d_chunk48, D.chunk_size = 48)
 MUT(d_chunk256, D.chunk_size = 256)
 MUT(d_chunk_neg, D.chunk_size = -1)
 MUT(d_algo7, D.algorithm = (gdn_algorithm)7)
+MUT(d_precision3, D.precision = (gdn_precision)3)
 MUT(d_gva5, D.gva = (gdn_gva)5)
 MUT(d_layout3, D.state_layout = (gdn_state_layout)3)
 MUT(d_layout_neg, D.state_layout = (gdn_state_layout)-1)
@@ -360,6 +361,7 @@ const bad_case bad_cases[] = {
     {FX_DR, "chunk 256", d_chunk256, E_VALUE, "chunk_size"},
     {FX_DR, "chunk -1", d_chunk_neg, E_VALUE, "chunk_size"},
     {FX_DR, "algorithm 7", d_algo7, E_VALUE, "algorithm"},
+    {FX_DR, "precision 3", d_precision3, E_VALUE, "precision"},
     {FX_DR, "gva 5", d_gva5, E_VALUE, "gva"},
     {FX_DR, "state_layout 3", d_layout3, E_VALUE, "state_layout"},
     {FX_DR, "state_layout -1", d_layout_neg, E_VALUE, "state_layout"},
