@@ -457,11 +457,12 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const chunk_pre
                 if constexpr (P::split)
                     mma2<P>(acl[0], acl[1], tl[ks], fb);
             }
+            if constexpr (P::split)
 #pragma unroll
-            for (int jt = 0; jt < 2; jt++)
+                for (int jt = 0; jt < 2; jt++)
 #pragma unroll
-                for (int e = 0; e < 4; e++)
-                    acc[jt][e] += acl[jt][e] * (1.0f / P::lo_scale); // (split_pair)
+                    for (int e = 0; e < 4; e++)
+                        acc[jt][e] += acl[jt][e] * (1.0f / P::lo_scale); // (split_pair)
             if (isw) { // hi + lo parts, 16 bytes a lane through the warp's scratch
                 unsigned hw[2][2], lw[2][2];
 #pragma unroll
