@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
 # One short GPU-machine call that checks what needs a GPU, most important first, for when device
-# time is scarce: an sm_90a build of the library, the gdn tool and the fast-mode CUDA test;
-# `gdn bench` prefill rows (both precision modes); the Python GPU tests (precision against FLA,
-# FLA parity, the HF transformers model, torch custom ops and CUDA graphs); the call-overhead
-# benchmark; FLA's own test file with libgdn swapped in; the FLA prefill comparison (one round).
+# time is scarce. Parts, in order (GDN_SESSION_PARTS picks some; default all):
+#   cuda_test    the fast-mode CUDA test (tests/test_cuda_fast.c)
+#   bench        `gdn bench` prefill rows, both precision modes
+#   pytest       the Python GPU tests (HF transformers model, torch custom ops and CUDA graphs,
+#                FLA parity, precision against FLA); GDN_PYTEST_TIMEOUT seconds (default 300)
+#   overhead     the call-overhead benchmark, with the native fast path built here
+#   fla_tests    FLA's own test file with libgdn swapped in (GDN_FLA_TESTS_TIMEOUT, default 200)
+#   fla_prefill  the FLA prefill comparison with peer columns, one round
+# An sm_90a build of the library comes first (and of gdn._fast where Python's headers are).
 # Wheels in .whl (e.g. einops for FLA's tests) are installed first. Logs go to $OUT.
-# GDN_SESSION_SHORT=1 stops before FLA's test file and the FLA comparison.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
 mkdir -p "$out"
+parts=" ${GDN_SESSION_PARTS:-cuda_test bench pytest overhead fla_tests fla_prefill} "
+want() { [[ $parts == *" $1 "* ]] && echo "== $1 $(date +%T)"; }
 nvidia-smi -L
 if ls .whl/*.whl > /dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
@@ -18,19 +24,37 @@ fi
 { cmake -S . -B build -DGDN_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DGDN_WERROR=ON &&
   cmake --build build -j"$(nproc)" --target gdn gdn_shared test_cuda_fast; } > "$out/build.log" 2>&1 ||
   { tail -30 "$out/build.log"; exit 1; }
-echo "== build ok"
-timeout 60 ./build/tests/test_cuda_fast > "$out/test_cuda_fast.txt" 2>&1
-echo "test_cuda_fast rc=$?"; grep -E "fast mode|FAIL|passed" "$out/test_cuda_fast.txt" | head -12
-timeout 40 ./build/tools/gdn bench --backend cuda --op prefill --json "$out/bench.json" \
-  > "$out/bench.txt" 2>&1; tail -16 "$out/bench.txt"
+echo "== build ok $(date +%T)"
 export GDN_LIBRARY=$PWD/build/libgdn.so PYTHONUNBUFFERED=1
-(export PYTHONPATH=${PYTHONPATH:-}:python; timeout 110 python3 -m pytest -q -s -p no:cacheprovider \
-  python/tests/test_gpu_precision.py python/tests/test_gpu_hf.py python/tests/test_gpu_torch.py \
-  python/tests/test_gpu_fla.py > "$out/pytest_gpu.txt" 2>&1
- grep -E "error vs|logits|passed|failed|^FAILED|Error" "$out/pytest_gpu.txt" | head -30
- timeout 30 python3 bench/py_overhead.py > "$out/py_overhead.txt" 2>&1; tail -12 "$out/py_overhead.txt")
-[ -n "${GDN_SESSION_SHORT:-}" ] && exit 0  # the essentials only
-GDN_FLA_TESTS_TIMEOUT=90 timeout 100 bash bench/fla_tests.sh
-GDN_BENCH_ROUNDS=1 timeout 70 python3 bench/fla_prefill.py "$out/fla_prefill.json" > "$out/fla_prefill.txt" 2>&1
-tail -18 "$out/fla_prefill.txt"
+fast=$( (cd python && python3 setup.py -q build_ext --build-lib /tmp/gdnfast/lib \
+  --build-temp /tmp/gdnfast/tmp > "$out/fastcall_build.log" 2>&1); ls /tmp/gdnfast/lib/gdn/_fast.* 2>/dev/null | head -1)
+[ -n "$fast" ] && export GDN_FASTCALL=$fast
+echo "gdn._fast: ${fast:-not built ($(tail -1 "$out/fastcall_build.log"))}"
+if want cuda_test; then
+  timeout 60 ./build/tests/test_cuda_fast > "$out/test_cuda_fast.txt" 2>&1
+  echo "test_cuda_fast rc=$?"; grep -E "fast mode|FAIL|passed" "$out/test_cuda_fast.txt" | head -12
+fi
+if want bench; then
+  timeout 40 ./build/tools/gdn bench --backend cuda --op prefill --json "$out/bench.json" \
+    > "$out/bench.txt" 2>&1; tail -16 "$out/bench.txt"
+fi
+if want pytest; then
+  (export PYTHONPATH=${PYTHONPATH:-}:python
+   timeout "${GDN_PYTEST_TIMEOUT:-300}" python3 -m pytest -q -s -rfs -p no:cacheprovider --durations=12 \
+     python/tests/test_gpu_hf.py python/tests/test_gpu_torch.py python/tests/test_gpu_fla.py \
+     python/tests/test_gpu_precision.py > "$out/pytest_gpu.txt" 2>&1
+   grep -E "error vs|logits|passed|failed|^FAILED|^SKIPPED|Error" "$out/pytest_gpu.txt" | head -40)
+fi
+if want overhead; then
+  PYTHONPATH=${PYTHONPATH:-}:python timeout 60 python3 bench/py_overhead.py > "$out/py_overhead.txt" 2>&1
+  tail -12 "$out/py_overhead.txt"
+fi
+if want fla_tests; then
+  GDN_FLA_TESTS_TIMEOUT=${GDN_FLA_TESTS_TIMEOUT:-200} timeout 300 bash bench/fla_tests.sh
+fi
+if want fla_prefill; then
+  GDN_BENCH_ROUNDS=1 timeout "${GDN_FLA_PREFILL_TIMEOUT:-200}" python3 bench/fla_prefill.py \
+    "$out/fla_prefill.json" > "$out/fla_prefill.txt" 2>&1
+  grep -v TileLang "$out/fla_prefill.txt" | tail -24
+fi
 exit 0

@@ -303,7 +303,7 @@ def _delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None, output_fina
     pool = _in_place(state_pool)  # FLA's initial_state is read, never written: libgdn gets a copy
     if pool is None and (initial_state is not None or output_final_state):
         pool = (_lib.zeros(q, state_shape, _lib.float32_of(q)) if initial_state is None
-                else initial_state.float().clone() if _lib.is_torch(initial_state)
+                else initial_state.detach().float().clone() if _lib.is_torch(initial_state)
                 else np.array(initial_state, dtype=np.float32))
     slots = _index(state_indices, q)
     flags = _index(has_initial_state, q)

@@ -17,23 +17,27 @@ fullgraph=True, and the compiled graph runs the same libgdn code as eager mode. 
 also be called directly (torch.ops.gdn.l2norm(x, 1e-6, None)), eagerly or in a traced graph.
 
 Schemas (Tensor(a!) marks the tensors written in place; every other tensor is only read; all
-outputs are new tensors, never inputs or views of inputs):
+outputs are new tensors, never inputs or views of inputs). An optional tensor written in place
+comes right after the required arguments and has no default: torch leaves trailing arguments
+that equal their defaults out of the calls it boxes, and an in-place argument left out that way
+breaks its version counting (torch 2.11: IndexError in opcheck and compiled graphs). So the ops'
+argument order differs from the public functions' there:
 
   gdn::chunk_gated_delta_rule(Tensor q, Tensor k, Tensor v, Tensor? g, Tensor? beta,
-      float? scale, Tensor? initial_state, bool output_final_state,
+      Tensor(a!)? state_pool, float? scale, Tensor? initial_state, bool output_final_state,
       bool use_qk_l2norm_in_kernel, bool use_beta_sigmoid_in_kernel, bool allow_neg_eigval,
       bool state_v_first, Tensor? cu_seqlens, bool use_gate_in_kernel, Tensor? A_log,
-      Tensor? dt_bias, Tensor(a!)? state_pool, Tensor? state_indices,
-      Tensor? has_initial_state, str gva, int? chunk_size, str algorithm, str precision,
-      str? backend) -> (Tensor o, Tensor final_state)
+      Tensor? dt_bias, Tensor? state_indices, Tensor? has_initial_state, str gva,
+      int? chunk_size, str algorithm, str precision, str? backend)
+      -> (Tensor o, Tensor final_state)
   gdn::fused_recurrent_gated_delta_rule(the same, less chunk_size, algorithm and precision)
       -> (Tensor o, Tensor final_state)
       state_pool is updated in place. final_state is a new float32 [N, HV, K, V] ([N, HV, V, K]
       with state_v_first) when output_final_state and there is no state_pool, else an empty
       tensor [0]: the wrapper returns None, or state_pool itself, as the public function does.
-  gdn::causal_conv1d_fn(Tensor x, Tensor weight, Tensor? bias, Tensor? seq_idx,
-      Tensor? initial_states, bool return_final_states, Tensor(a!)? final_states_out,
-      str? activation, Tensor(b!)? conv_states, Tensor? cache_indices,
+  gdn::causal_conv1d_fn(Tensor x, Tensor weight, Tensor(a!)? final_states_out,
+      Tensor(b!)? conv_states, Tensor? bias, Tensor? seq_idx, Tensor? initial_states,
+      bool return_final_states, str? activation, Tensor? cache_indices,
       Tensor? has_initial_state, Tensor? query_start_loc, str? backend)
       -> (Tensor out, Tensor final_states)
       conv_states (the pool) and final_states_out are written in place. final_states is new
@@ -206,13 +210,12 @@ if available and not _registered():
 
     @_custom_op("gdn::chunk_gated_delta_rule", mutates_args=("state_pool",))
     def _chunk_op(q: Tensor, k: Tensor, v: Tensor, g: Optional[Tensor], beta: Optional[Tensor],
-                  scale: Optional[float] = None, initial_state: Optional[Tensor] = None,
+                  state_pool: Optional[Tensor], scale: Optional[float] = None, initial_state: Optional[Tensor] = None,
                   output_final_state: bool = False, use_qk_l2norm_in_kernel: bool = False,
                   use_beta_sigmoid_in_kernel: bool = False, allow_neg_eigval: bool = False,
                   state_v_first: bool = False, cu_seqlens: Optional[Tensor] = None,
                   use_gate_in_kernel: bool = False, A_log: Optional[Tensor] = None,
-                  dt_bias: Optional[Tensor] = None, state_pool: Optional[Tensor] = None,
-                  state_indices: Optional[Tensor] = None,
+                  dt_bias: Optional[Tensor] = None, state_indices: Optional[Tensor] = None,
                   has_initial_state: Optional[Tensor] = None, gva: str = "block",
                   chunk_size: Optional[int] = None, algorithm: str = "auto",
                   precision: str = "auto", backend: Optional[str] = None
@@ -229,23 +232,23 @@ if available and not _registered():
         return _delta_rule_result(q, result, output_final_state, state_pool)
 
     @_chunk_op.register_fake
-    def _(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
+    def _(q, k, v, g, beta, state_pool, scale=None, initial_state=None, output_final_state=False,
           use_qk_l2norm_in_kernel=False, use_beta_sigmoid_in_kernel=False,
           allow_neg_eigval=False, state_v_first=False, cu_seqlens=None, use_gate_in_kernel=False,
-          A_log=None, dt_bias=None, state_pool=None, state_indices=None, has_initial_state=None,
+          A_log=None, dt_bias=None, state_indices=None, has_initial_state=None,
           gva="block", chunk_size=None, algorithm="auto", precision="auto", backend=None):
         return _delta_rule_fake(q, v, q.dtype, initial_state, output_final_state, state_v_first,
                                 cu_seqlens, state_pool)
 
     @_custom_op("gdn::fused_recurrent_gated_delta_rule", mutates_args=("state_pool",))
-    def _recurrent_op(q: Tensor, k: Tensor, v: Tensor, g: Optional[Tensor] = None,
-                      beta: Optional[Tensor] = None, scale: Optional[float] = None,
+    def _recurrent_op(q: Tensor, k: Tensor, v: Tensor, g: Optional[Tensor],
+                      beta: Optional[Tensor], state_pool: Optional[Tensor],
+                      scale: Optional[float] = None,
                       initial_state: Optional[Tensor] = None, output_final_state: bool = False,
                       use_qk_l2norm_in_kernel: bool = False, use_gate_in_kernel: bool = False,
                       A_log: Optional[Tensor] = None, dt_bias: Optional[Tensor] = None,
                       use_beta_sigmoid_in_kernel: bool = False, allow_neg_eigval: bool = False,
                       state_v_first: bool = False, cu_seqlens: Optional[Tensor] = None,
-                      state_pool: Optional[Tensor] = None,
                       state_indices: Optional[Tensor] = None,
                       has_initial_state: Optional[Tensor] = None, gva: str = "block",
                       backend: Optional[str] = None) -> Tuple[Tensor, Tensor]:
@@ -260,21 +263,21 @@ if available and not _registered():
         return _delta_rule_result(q, result, output_final_state, state_pool)
 
     @_recurrent_op.register_fake
-    def _(q, k, v, g=None, beta=None, scale=None, initial_state=None, output_final_state=False,
+    def _(q, k, v, g, beta, state_pool, scale=None, initial_state=None, output_final_state=False,
           use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False, A_log=None, dt_bias=None,
           use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False, state_v_first=False,
-          cu_seqlens=None, state_pool=None, state_indices=None, has_initial_state=None,
-          gva="block", backend=None):
+          cu_seqlens=None, state_indices=None, has_initial_state=None, gva="block",
+          backend=None):
         return _delta_rule_fake(q, v, v.dtype, initial_state, output_final_state, state_v_first,
                                 cu_seqlens, state_pool)
 
     # ---- causal conv1d --------------------------------------------------------------------
 
     @_custom_op("gdn::causal_conv1d_fn", mutates_args=("final_states_out", "conv_states"))
-    def _conv_op(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None,
+    def _conv_op(x: Tensor, weight: Tensor, final_states_out: Optional[Tensor],
+                 conv_states: Optional[Tensor], bias: Optional[Tensor] = None,
                  seq_idx: Optional[Tensor] = None, initial_states: Optional[Tensor] = None,
-                 return_final_states: bool = False, final_states_out: Optional[Tensor] = None,
-                 activation: Optional[str] = None, conv_states: Optional[Tensor] = None,
+                 return_final_states: bool = False, activation: Optional[str] = None,
                  cache_indices: Optional[Tensor] = None,
                  has_initial_state: Optional[Tensor] = None,
                  query_start_loc: Optional[Tensor] = None,
@@ -294,8 +297,8 @@ if available and not _registered():
         return _channels_last(out), _contiguous(final)
 
     @_conv_op.register_fake
-    def _(x, weight, bias=None, seq_idx=None, initial_states=None, return_final_states=False,
-          final_states_out=None, activation=None, conv_states=None, cache_indices=None,
+    def _(x, weight, final_states_out, conv_states, bias=None, seq_idx=None, initial_states=None,
+          return_final_states=False, activation=None, cache_indices=None,
           has_initial_state=None, query_start_loc=None, backend=None):
         # out is a [B, C, T] view of a [B, T, C] array ([C, T] of [T, C] for varlen x)
         out = _channels_last_empty(x, x.shape)
@@ -402,10 +405,11 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None,
                                   state_v_first=state_v_first)
     r = _read_only
     o, final = _ops.chunk_gated_delta_rule(
-        r(q), r(k), r(v), r(g), r(beta), scale, r(initial_state), bool(output_final_state),
-        bool(use_qk_l2norm_in_kernel), bool(use_beta_sigmoid_in_kernel), bool(allow_neg_eigval),
-        state_v_first, _indices(cu_seqlens, q), bool(use_gate_in_kernel), r(A_log), r(dt_bias),
-        state_pool, _indices(state_indices, q), _indices(has_initial_state, q), gva, chunk_size,
+        r(q), r(k), r(v), r(g), r(beta), state_pool, scale, r(initial_state),
+        bool(output_final_state), bool(use_qk_l2norm_in_kernel),
+        bool(use_beta_sigmoid_in_kernel), bool(allow_neg_eigval), state_v_first,
+        _indices(cu_seqlens, q), bool(use_gate_in_kernel), r(A_log), r(dt_bias),
+        _indices(state_indices, q), _indices(has_initial_state, q), gva, chunk_size,
         algorithm, precision, backend)
     if not output_final_state:
         return o, None
@@ -424,10 +428,10 @@ def fused_recurrent_gated_delta_rule(q, k, v, g=None, beta=None, scale=None, ini
                                   state_v_first=state_v_first)
     r = _read_only
     o, final = _ops.fused_recurrent_gated_delta_rule(
-        r(q), r(k), r(v), r(g), r(beta), scale, r(initial_state), bool(output_final_state),
-        bool(use_qk_l2norm_in_kernel), bool(use_gate_in_kernel), r(A_log), r(dt_bias),
-        bool(use_beta_sigmoid_in_kernel), bool(allow_neg_eigval), state_v_first,
-        _indices(cu_seqlens, q), state_pool, _indices(state_indices, q),
+        r(q), r(k), r(v), r(g), r(beta), state_pool, scale, r(initial_state),
+        bool(output_final_state), bool(use_qk_l2norm_in_kernel), bool(use_gate_in_kernel),
+        r(A_log), r(dt_bias), bool(use_beta_sigmoid_in_kernel), bool(allow_neg_eigval),
+        state_v_first, _indices(cu_seqlens, q), _indices(state_indices, q),
         _indices(has_initial_state, q), gva, backend)
     if not output_final_state:
         return o, None
@@ -440,9 +444,8 @@ def causal_conv1d_fn(x, weight, bias=None, seq_idx=None, initial_states=None,
                      query_start_loc=None, backend=None):
     r = _read_only
     out, final = _ops.causal_conv1d_fn(
-        r(x), r(weight), r(bias), _indices(seq_idx, x), r(initial_states),
-        bool(return_final_states), final_states_out, activation, conv_states,
-        _indices(cache_indices, x), _indices(has_initial_state, x),
+        r(x), r(weight), final_states_out, conv_states, r(bias), _indices(seq_idx, x),
+        r(initial_states), bool(return_final_states), activation, _indices(cache_indices, x), _indices(has_initial_state, x),
         _indices(query_start_loc, x), backend)
     if not return_final_states:
         return out

@@ -27,6 +27,9 @@ def _import_fla():
     path = os.environ.get("GDN_FLA_PATH", os.path.join(ROOT, ".fla", "fla"))
     if not os.path.isdir(path):
         return None
+    # FLA's own Triton kernels, not a backend it would dispatch to (FlashQLA where it imports)
+    os.environ.setdefault("FLA_FLASH_QLA", "0")
+    os.environ.setdefault("FLA_DISABLE_BACKEND_DISPATCH", "1")
     pkg = types.ModuleType("fla")  # skip fla/__init__.py (models, layers): only ops are needed
     pkg.__path__, pkg.__version__ = [path], "0"
     sys.modules.setdefault("fla", pkg)

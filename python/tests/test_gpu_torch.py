@@ -22,7 +22,7 @@ if not _libgdn.gdn_backend_available(BACKENDS["cuda"]):  # a CPU-only build on a
     pytest.skip("this libgdn has no usable CUDA backend", allow_module_level=True)
 
 from test_torch_ops import (TinyGatedDeltaNet, _all_cases, _same, decode_inputs,  # noqa: E402
-                            layer_inputs)
+                            layer_inputs, op_call)
 
 DEV = "cuda"
 
@@ -45,7 +45,7 @@ def _cloned(args, kwargs):
 
 @pytest.mark.parametrize("op, args, kwargs", list(_cuda_cases()))
 def test_opcheck_cuda(op, args, kwargs):
-    torch.library.opcheck(getattr(torch.ops.gdn, op), *_cloned(args, kwargs))
+    torch.library.opcheck(getattr(torch.ops.gdn, op), *op_call(op, *_cloned(args, kwargs)))
 
 
 @pytest.mark.parametrize("op, args, kwargs", list(_cuda_cases()))

@@ -9,7 +9,7 @@ build runs here and the sources are copied to a temporary directory first: nothi
 into the checkout. Skipped where this Python has no pip, setuptools or wheel.
 """
 import glob
-import importlib.util
+import importlib.metadata
 import os
 import shutil
 import subprocess
@@ -24,8 +24,19 @@ import gdn
 PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # python/
 HEADER = os.path.join(os.path.dirname(PYTHON_DIR), "include", "gdn.h")
 
+def _installed(name):
+    """Whether a distribution is installed, from its metadata: importlib.util.find_spec("pip")
+    would run setuptools' distutils shim's pip hook, which drops distutils from sys.modules
+    and breaks torch inductor's C++ builds later in the same test session."""
+    try:
+        importlib.metadata.distribution(name)
+        return True
+    except importlib.metadata.PackageNotFoundError:
+        return False
+
+
 pytestmark = pytest.mark.skipif(
-    not all(importlib.util.find_spec(m) for m in ("pip", "setuptools", "wheel")),
+    not all(_installed(m) for m in ("pip", "setuptools", "wheel")),
     reason="needs pip, setuptools and wheel (Debian: python3-pip python3-setuptools "
            "python3-wheel)")
 

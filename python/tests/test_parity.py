@@ -328,6 +328,26 @@ def test_torch_f32_qk_with_half_v(rng, fn, v_dtype):
 
 
 @pytest.mark.parametrize("fn", DELTA_RULES)
+def test_outputs_carry_no_autograd_history(rng, fn):
+    """libgdn has no backward: with inputs that require grad, neither o nor the final state may
+    require grad (a final state derived from initial_state by autograd would hand back silently
+    wrong gradients, e.g. the identity to h0), and initial_state is not written."""
+    torch = torch_or_skip()
+    x = make_inputs(rng, 1, 19, 2, 4, K, V)
+    t = {n: torch.from_numpy(a).requires_grad_() for n, a in x.items()}
+    h0 = torch.from_numpy(0.5 * normal(rng, 1, 4, K, V)).requires_grad_()
+    h0_before = h0.detach().clone()
+    o, s = fn(**t, initial_state=h0, output_final_state=True)
+    assert not o.requires_grad and not s.requires_grad
+    assert o.grad_fn is None and s.grad_fn is None
+    assert torch.equal(h0.detach(), h0_before)
+    want_o, want_s = ref_delta_rule(x["q"], x["k"], x["v"], x["g"], x["beta"],
+                                    h0=h0_before.numpy())
+    assert_close(o.numpy(), want_o)
+    assert_close(s.numpy(), want_s)
+
+
+@pytest.mark.parametrize("fn", DELTA_RULES)
 def test_numpy_f32_qk_with_f16_v(rng, fn):
     x = make_inputs(rng, 1, 17, 1, 2, K, V)
     x["v"] = x["v"].astype(np.float16)

@@ -10,6 +10,7 @@
   without graph breaks; so does a decode step whose state pools are updated in place.
 The GPU versions (and CUDA-graph capture) are in test_gpu_torch.py.
 """
+import inspect
 import os
 import sys
 
@@ -205,12 +206,26 @@ def _cloned(args, kwargs):
 
 # ---- 1. opcheck ------------------------------------------------------------------------------
 
+def op_call(op, args, kwargs):
+    """(args, kwargs) for torch.ops.gdn.<op> from a public function's call: every argument by
+    name (the ops put the optional tensors they write right after the required arguments, with
+    no default: torch_ops.py says why), those the call leaves out as None where the op has no
+    default for them."""
+    bound = inspect.signature(getattr(torch_ops, op)).bind(*args, **kwargs).arguments
+    schema = getattr(torch.ops.gdn, op).default._schema
+    named = {a.name: bound[a.name] for a in schema.arguments if a.name in bound}
+    for a in schema.arguments:
+        if a.name not in named and not a.has_default_value():
+            named[a.name] = None
+    return (), named
+
+
 @needs_ops
 @pytest.mark.parametrize("op, args, kwargs", _all_cases())
 def test_opcheck(op, args, kwargs):
     """Schema (what is mutated, no aliasing outputs), fake vs real (shapes, dtypes, strides),
     AOT dispatch with static and dynamic shapes."""
-    torch.library.opcheck(getattr(torch.ops.gdn, op), *_cloned(args, kwargs))
+    torch.library.opcheck(getattr(torch.ops.gdn, op), *op_call(op, *_cloned(args, kwargs)))
 
 
 def _same(a, b):
