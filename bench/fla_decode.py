@@ -23,8 +23,13 @@ H, HV, K, V = 16, 32, 128, 128
 
 
 def import_fla_op(module, name):
-    """FLA's op `name` from `module`, importing only fla.ops (not fla/__init__.py's models)."""
+    """FLA's op `name` from `module`, importing only fla.ops (not fla/__init__.py's models).
+    FLA is pinned to its own Triton kernels: without FLA_FLASH_QLA=0 and
+    FLA_DISABLE_BACKEND_DISPATCH=1 it hands chunk_gated_delta_rule to FlashQLA (TileLang)
+    wherever that package imports, and "vs_fla" would time FlashQLA."""
     import importlib
+    os.environ.setdefault("FLA_FLASH_QLA", "0")
+    os.environ.setdefault("FLA_DISABLE_BACKEND_DISPATCH", "1")
     root = os.path.abspath(".fla/fla")
     if "fla" not in sys.modules:
         pkg = types.ModuleType("fla")
