@@ -378,8 +378,8 @@ def zeros(like, shape, dtype=None):
 
 
 def copy_of(x):
-    """A private copy, same framework, device and dtype."""
-    return x.clone() if is_torch(x) else np.array(x)
+    """A private copy, same framework, device and dtype, with no autograd history."""
+    return x.detach().clone() if is_torch(x) else np.array(x)
 
 
 def copy_into(dst, src):
@@ -429,6 +429,7 @@ class _ThreadContexts(dict):
     def __init__(self):
         super().__init__()
         self.pid = os.getpid()
+        self.streams = {}  # the stream each CUDA context was last pointed at
 
     # bound at definition: at interpreter exit the module's globals may already be gone
     def __del__(self, destroy=lib.gdn_context_destroy, live=_live, getpid=os.getpid):
@@ -485,8 +486,11 @@ def context(backend, device):
             raise GdnError(status, lib.gdn_last_error(None).decode())
         cache[key] = ctx
         _live.add(+1)
-    if isinstance(device, tuple):
-        lib.gdn_context_set_stream(ctx, _current_stream(device[1]))
+    if isinstance(device, tuple):  # a ctypes call only when torch's current stream changed
+        stream = _current_stream(device[1])
+        if cache.streams.get(key) != stream:
+            lib.gdn_context_set_stream(ctx, stream)
+            cache.streams[key] = stream
     return ctx
 
 

@@ -246,6 +246,17 @@ def _one_qkv_dtype(q, k, v):
     return tuple(t if n == "float32" else float32(t) for t, n in zip((q, k, v), names))
 
 
+def _float32_copy(x):
+    """A private, contiguous float32 copy with no autograd history (the pool libgdn works on for
+    an initial_state it must not write: the CUDA backend reads pools in 16-byte pieces, which a
+    transposed view would not give, and a copy that kept x's history would hand back wrong
+    gradients)."""
+    if _lib.is_torch(x):
+        return x.detach().to(_lib.torch.float32, memory_format=_lib.torch.contiguous_format,
+                             copy=True)
+    return np.array(x, dtype=np.float32, order="C")
+
+
 def _delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None, output_final_state=False,
                 use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False, A_log=None,
                 dt_bias=None, use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False,
@@ -303,8 +314,7 @@ def _delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None, output_fina
     pool = _in_place(state_pool)  # FLA's initial_state is read, never written: libgdn gets a copy
     if pool is None and (initial_state is not None or output_final_state):
         pool = (_lib.zeros(q, state_shape, _lib.float32_of(q)) if initial_state is None
-                else initial_state.detach().float().clone() if _lib.is_torch(initial_state)
-                else np.array(initial_state, dtype=np.float32))
+                else _float32_copy(initial_state))
     slots = _index(state_indices, q)
     flags = _index(has_initial_state, q)
     # rows of padding sequences (slot -1) are skipped by libgdn: they must read as zeros

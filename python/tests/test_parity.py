@@ -279,6 +279,13 @@ def test_torch_strided_states_and_inputs(rng):
         o2, s2 = fn(**t, initial_state=h0_strided, output_final_state=True)
         assert_close(o2.numpy(), want_o)
         assert_close(s2.numpy(), want_s)
+        # an initial_state is copied, never written: the copy is contiguous (the CUDA backend
+        # reads pools 16 bytes at a time), also from a transposed view
+        o3, s3 = fn(**t, initial_state=torch.from_numpy(swap_kv(h0)).transpose(-1, -2),
+                    output_final_state=True)
+        assert s3.is_contiguous()
+        assert_close(o3.numpy(), want_o)
+        assert_close(s3.numpy(), want_s)
 
 
 def test_gating_and_norms_take_strided_inputs(rng):
