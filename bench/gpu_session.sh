@@ -4,8 +4,11 @@
 #   cuda_test    the fast-mode CUDA test (tests/test_cuda_fast.c)
 #   bench        `gdn bench` prefill rows, both precision modes
 #   pytest       the Python GPU tests (HF transformers model, torch custom ops and CUDA graphs,
-#                FLA parity, precision against FLA); GDN_PYTEST_TIMEOUT seconds (default 300)
+#                FLA parity, precision against FLA); GDN_PYTEST_TIMEOUT seconds (default 300),
+#                GDN_PYTEST_FILES a subset (names under python/tests)
 #   overhead     the call-overhead benchmark, with the native fast path built here
+#                (GDN_OVERHEAD_ARGS: its options, e.g. --cases decode,conv_update)
+#   parts        where a decode call's host time goes (bench/py_host_parts.py)
 #   fla_tests    FLA's own test file with libgdn swapped in (GDN_FLA_TESTS_TIMEOUT, default 200)
 #   fla_prefill  the FLA prefill comparison with peer columns, one round
 # An sm_90a build of the library comes first (and of gdn._fast where Python's headers are).
@@ -14,7 +17,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
 mkdir -p "$out"
-parts=" ${GDN_SESSION_PARTS:-cuda_test bench pytest overhead fla_tests fla_prefill} "
+parts=" ${GDN_SESSION_PARTS:-cuda_test bench pytest overhead parts fla_tests fla_prefill} "
 want() { [[ $parts == *" $1 "* ]] && echo "== $1 $(date +%T)"; }
 nvidia-smi -L
 if ls .whl/*.whl > /dev/null 2>&1; then
@@ -40,14 +43,18 @@ if want bench; then
 fi
 if want pytest; then
   (export PYTHONPATH=${PYTHONPATH:-}:python
+   files=${GDN_PYTEST_FILES:-test_gpu_hf.py test_gpu_torch.py test_gpu_fla.py test_gpu_precision.py}
    timeout "${GDN_PYTEST_TIMEOUT:-300}" python3 -m pytest -q -s -rfs -p no:cacheprovider --durations=12 \
-     python/tests/test_gpu_hf.py python/tests/test_gpu_torch.py python/tests/test_gpu_fla.py \
-     python/tests/test_gpu_precision.py > "$out/pytest_gpu.txt" 2>&1
+     ${files//test_/python/tests/test_} > "$out/pytest_gpu.txt" 2>&1
    grep -E "error vs|logits|passed|failed|^FAILED|^SKIPPED|Error" "$out/pytest_gpu.txt" | head -40)
 fi
 if want overhead; then
-  PYTHONPATH=${PYTHONPATH:-}:python timeout 60 python3 bench/py_overhead.py > "$out/py_overhead.txt" 2>&1
+  PYTHONPATH=${PYTHONPATH:-}:python timeout 60 python3 bench/py_overhead.py ${GDN_OVERHEAD_ARGS:-} > "$out/py_overhead.txt" 2>&1
   tail -12 "$out/py_overhead.txt"
+fi
+if want parts; then
+  PYTHONPATH=${PYTHONPATH:-}:python timeout 60 python3 bench/py_host_parts.py > "$out/py_host_parts.txt" 2>&1
+  cat "$out/py_host_parts.txt"
 fi
 if want fla_tests; then
   GDN_FLA_TESTS_TIMEOUT=${GDN_FLA_TESTS_TIMEOUT:-200} timeout 300 bash bench/fla_tests.sh
