@@ -91,7 +91,7 @@ static void check_workspace(const cuda_chunk_shape *s, const cuda_chunk_plan *p,
                            nch * CK_CHUNK * 4,
                            tc ? nch * CK_CHUNK * 4 : 0,
                            nch * kblk,
-                           tc ? nch * kblk : 0,
+                           tc && s->split_operands ? nch * kblk : 0,
                            (tc ? (size_t)p->nc * (size_t)s->H : nch) * kblk,
                            (tc ? (size_t)p->nc * (size_t)s->H : nch) * kblk,
                            nch * (tc ? VP / CK_VT * (size_t)tc_u_tile() : CK_CHUNK * VP * 4),
@@ -248,6 +248,7 @@ static void test_grid(rng *r)
                                 cuda_chunk_shape s = shape(Ns[ni], Ts[ti], 2, 4, K, V, es, vl);
                                 s.algorithm = algos[a];
                                 s.slots = (ti + ki) % 3 == 0;
+                                s.split_operands = es == 2 && (ti + ni) % 2 == 0;
                                 check_plan(&s, &kDevices[d], &kNoEnv, r);
                             }
 }
@@ -266,6 +267,7 @@ static void test_random(rng *r)
                                    rng_int(r, 0, 1) ? 2 : 4, varlen);
         s.out_bytes = rng_int(r, 0, 1) ? 2 : 4;
         s.slots = rng_int(r, 0, 1);
+        s.split_operands = s.in_bytes == 2 && rng_int(r, 0, 1);
         s.algorithm = rng_int(r, 0, 2) == 0 ? GDN_ALGO_CHUNKED : GDN_ALGO_AUTO;
         cuda_chunk_env env;
         memset(&env, 0, sizeof env);
@@ -510,9 +512,34 @@ static void test_shape_of(void)
               s.in_bytes == 2 && s.out_bytes == 4 && s.varlen && !s.slots &&
               s.algorithm == GDN_ALGO_CHUNKED,
           "shape of a problem");
+    CHECK(!s.split_operands, "the default precision (auto) is the fast mode: one part");
+    p.a.precision = GDN_PRECISION_HIGH;
+    CHECK(cuda_chunk_shape_of(&p).split_operands, "the high mode splits 16-bit operands");
     p.seqs.cu_seqlens = NULL, p.seqs.slots = &cu, p.a.q.dtype = GDN_F32;
     s = cuda_chunk_shape_of(&p);
-    CHECK(!s.varlen && s.slots && s.in_bytes == 4, "shape of a problem with slots");
+    CHECK(!s.varlen && s.slots && s.in_bytes == 4 && !s.split_operands,
+          "shape of a problem with slots; f32 inputs have no lo parts");
+}
+
+/* The fast mode's workspace is the high mode's less W's lo part, one key block per chunk and
+ * value head (nothing else differs: the plans are the same). */
+static void test_fast_mode_workspace(void)
+{
+    for (int d = 0; d < NDEV; d++) {
+        cuda_chunk_shape s = shape(1, 8192, 16, 32, 128, 128, 2, false);
+        if (!cuda_chunk_fits(&s, &kDevices[d].caps, NULL, 0))
+            continue;
+        cuda_chunk_plan fast, high;
+        cuda_chunk_plan_make(&s, &kDevices[d].caps, &kNoEnv, &fast);
+        s.split_operands = true;
+        cuda_chunk_plan_make(&s, &kDevices[d].caps, &kNoEnv, &high);
+        const size_t wl = (size_t)high.nc * 32 * (size_t)tc_key_block(high.d.KP, 2);
+        CHECK(fast.ws.Wl.bytes == 0 && high.ws.Wl.bytes == wl, "%s: W lo %zu / %zu bytes",
+              kDevices[d].name, fast.ws.Wl.bytes, high.ws.Wl.bytes);
+        CHECK(high.ws.total - fast.ws.total == wl && fast.segc == high.segc &&
+                  fast.split == high.split && fast.wg == high.wg,
+              "%s: fast %zu, high %zu bytes", kDevices[d].name, fast.ws.total, high.ws.total);
+    }
 }
 
 int main(void)
@@ -526,6 +553,7 @@ int main(void)
     test_known_plans();
     test_env();
     test_shape_of();
+    test_fast_mode_workspace();
     test_monotone();
     test_grid(&r);
     test_random(&r);

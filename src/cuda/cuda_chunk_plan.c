@@ -22,6 +22,7 @@ cuda_chunk_shape cuda_chunk_shape_of(const gdn_delta_rule_problem *p)
     s.varlen = p->seqs.cu_seqlens != NULL;
     s.slots = p->seqs.slots != NULL;
     s.algorithm = p->a.algorithm;
+    s.split_operands = s.in_bytes == 2 && p->a.precision == GDN_PRECISION_HIGH;
     return s;
 }
 
@@ -379,7 +380,7 @@ static void workspace_layout(const cuda_chunk_shape *s, cuda_chunk_plan *p)
     const size_t ublk = tc ? (size_t)(d->VP / CK_VT) * tc_u_tile() : (size_t)CK_CHUNK * d->VP * 4;
     const size_t ablk = tc ? (size_t)tc_aq_block(es) : (size_t)CK_CHUNK * CK_CHUNK * es;
     w->W = take256(&at, gdn_size_mul(nch, kblk));
-    w->Wl = take256(&at, tc ? gdn_size_mul(nch, kblk) : 0);
+    w->Wl = take256(&at, tc && s->split_operands ? gdn_size_mul(nch, kblk) : 0);
     /* the 16-bit path keeps one Qd / Kd block per (chunk, key head) (key_slot) */
     const size_t nqk = tc ? gdn_size_mul((size_t)p->nc, (size_t)s->H) : nch;
     w->Qd = take256(&at, gdn_size_mul(nqk, kblk));

@@ -33,6 +33,8 @@ typedef struct cuda_chunk_shape {
     int out_bytes;            /* bytes of an output element */
     bool varlen;              /* cu_seqlens present (lengths live on the device) */
     bool slots;               /* state_slots present (a slot may skip its sequence) */
+    bool split_operands;      /* 16-bit products on hi + lo parts (GDN_PRECISION_HIGH): the
+                                 workspace keeps W's lo part; the fast mode has none */
     gdn_algorithm algorithm;
 } cuda_chunk_shape;
 
