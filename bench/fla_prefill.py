@@ -28,6 +28,10 @@ tensor of the varlen row); each peer is timed in the same rounds and graphs, add
 and <name>_vs_fla, <name>_state_vs_fla. A peer that raises on a row is reported and gets nan
 there.
 
+FLA is pinned to its own Triton kernels (fla_decode.import_fla_op). Environment: GDN_BENCH_ROUNDS
+(default 3), GDN_BENCH_ROWS (indices into ROWS, e.g. "0,1,6"; default all), GDN_BENCH_PEERS=0
+(no peer columns: FlashQLA's TileLang kernels take about a minute to compile).
+
 FLA's code must sit in .fla/fla (fetched, never committed). Writes JSON to argv[1] if given.
 """
 import json
@@ -51,6 +55,8 @@ ROWS = [(8192, 16, 32, 1), (32768, 16, 32, 1), (32768, 16, 32, 8), (32768, 8, 16
         (32768, 4, 8, 1), (32768, 2, 4, 1), (131072, 2, 4, 1)]
 MODES = ("fast", "high")
 ROUNDS = int(os.environ.get("GDN_BENCH_ROUNDS", "3"))
+if os.environ.get("GDN_BENCH_ROWS"):
+    ROWS = [ROWS[int(i)] for i in os.environ["GDN_BENCH_ROWS"].split(",")]
 WARM_S = 2.0
 GRAPH_CALLS = 4
 NAN = float("nan")
@@ -241,7 +247,7 @@ def fmt(x, spec):
 def main():
     torch.manual_seed(0)
     fla = import_fla_op("fla.ops.gated_delta_rule.chunk", "chunk_gated_delta_rule")
-    peers = load_peer_kernels()
+    peers = load_peer_kernels() if os.environ.get("GDN_BENCH_PEERS") != "0" else {}
     if peers:
         print(f"peers: {', '.join(peers)}", flush=True)
     rows = []

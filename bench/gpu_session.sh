@@ -10,7 +10,8 @@
 #                (GDN_OVERHEAD_ARGS: its options, e.g. --cases decode,conv_update)
 #   parts        where a decode call's host time goes (bench/py_host_parts.py)
 #   fla_tests    FLA's own test file with libgdn swapped in (GDN_FLA_TESTS_TIMEOUT, default 200)
-#   fla_prefill  the FLA prefill comparison with peer columns, one round
+#   fla_prefill  the FLA prefill comparison with peer columns, one round (GDN_BENCH_ROWS picks
+#                rows, GDN_BENCH_PEERS=0 leaves the peers out; GDN_FLA_PREFILL_TIMEOUT)
 # An sm_90a build of the library comes first (and of gdn._fast where Python's headers are).
 # Wheels in .whl (e.g. einops for FLA's tests) are installed first. Logs go to $OUT.
 set -uo pipefail
