@@ -191,9 +191,10 @@ def _strict(strict):
 def _fla_keywords(fn, kwargs, *, strict, state_v_first):
     """Applies the keywords that reach a delta-rule function's **kwargs and returns the state
     layout (state_v_first: None means not given, i.e. False). transpose_state_layout is FLA's
-    older name of state_v_first (a DeprecationWarning; giving both is a ValueError, as FLA); the keywords of _REFUSED raise ValueError at values that change
-    the math; FLA's helpers (_FLA_IGNORED) are ignored; any other keyword is ignored too (as
-    FLA's **kwargs swallows it), or a TypeError naming it with strict."""
+    older name of state_v_first (a DeprecationWarning; giving both is a ValueError, as FLA);
+    the keywords of _REFUSED raise ValueError at values that change the math; FLA's helpers
+    (_FLA_IGNORED) are ignored; any other keyword is ignored too (as FLA's **kwargs swallows
+    it), or a TypeError naming it with strict."""
     if not kwargs:
         return bool(state_v_first)
     kwargs = dict(kwargs)

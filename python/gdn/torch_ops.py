@@ -210,7 +210,8 @@ if available and not _registered():
 
     @_custom_op("gdn::chunk_gated_delta_rule", mutates_args=("state_pool",))
     def _chunk_op(q: Tensor, k: Tensor, v: Tensor, g: Optional[Tensor], beta: Optional[Tensor],
-                  state_pool: Optional[Tensor], scale: Optional[float] = None, initial_state: Optional[Tensor] = None,
+                  state_pool: Optional[Tensor], scale: Optional[float] = None,
+                  initial_state: Optional[Tensor] = None,
                   output_final_state: bool = False, use_qk_l2norm_in_kernel: bool = False,
                   use_beta_sigmoid_in_kernel: bool = False, allow_neg_eigval: bool = False,
                   state_v_first: bool = False, cu_seqlens: Optional[Tensor] = None,
@@ -445,8 +446,8 @@ def causal_conv1d_fn(x, weight, bias=None, seq_idx=None, initial_states=None,
     r = _read_only
     out, final = _ops.causal_conv1d_fn(
         r(x), r(weight), final_states_out, conv_states, r(bias), _indices(seq_idx, x),
-        r(initial_states), bool(return_final_states), activation, _indices(cache_indices, x), _indices(has_initial_state, x),
-        _indices(query_start_loc, x), backend)
+        r(initial_states), bool(return_final_states), activation, _indices(cache_indices, x),
+        _indices(has_initial_state, x), _indices(query_start_loc, x), backend)
     if not return_final_states:
         return out
     if conv_states is not None:
