@@ -455,7 +455,16 @@ static void cover(const fz_case *c, int vi, unsigned char *count)
     }
 }
 
-/* written[j]: the output and pool elements covering byte j; read[j]: the other views'. */
+bool fz_view_passed(const fz_case *c, int vi)
+{
+    const gdn_tensor *t = c->v[vi].t;
+    return !((c->null_a && (t == &c->a || t == &c->x)) || (c->null_b && t == &c->b) ||
+             (c->null_gout && (t == &c->g_out || t == &c->out)) ||
+             (c->null_beta_out && t == &c->beta_out));
+}
+
+/* written[j]: the output and pool elements covering byte j; read[j]: the other views' (of the
+ * tensors the call gets). */
 void fz_arena_mark_written(fz_case *c)
 {
     for (int b = 0; b < c->nb; b++) {
@@ -466,8 +475,9 @@ void fz_arena_mark_written(fz_case *c)
         f->read = zeroed(f->bytes);
     }
     for (int vi = 0; vi < c->nv; vi++)
-        cover(c, vi, writable(&c->v[vi]) ? c->buf[c->v[vi].buf].written
-                                         : c->buf[c->v[vi].buf].read);
+        if (fz_view_passed(c, vi))
+            cover(c, vi, writable(&c->v[vi]) ? c->buf[c->v[vi].buf].written
+                                             : c->buf[c->v[vi].buf].read);
 }
 
 int64_t fz_view_overlap(const fz_case *c, int vi)

@@ -142,6 +142,9 @@ int fz_arena_changed(const fz_case *c, int64_t *at);
 /* After a successful call: the first buffer with a byte outside outputs and pools changed. */
 int fz_arena_stray_write(const fz_case *c, const unsigned char *const *after, int64_t *at);
 void fz_arena_mark_written(fz_case *c);
+/* Whether the call gets the view's tensor: false for one behind a pointer the case passes as
+ * NULL (gating's b, g_out, beta_out, a; l2norm's x, out), which the op never reads or writes. */
+bool fz_view_passed(const fz_case *c, int vi);
 /* Whether the view's elements are reachable from one index each and touch no other writable
  * view: only then is its content after a call well defined. */
 bool fz_view_comparable(const fz_case *c, int vi);
