@@ -6,6 +6,8 @@
 Cases (Qwen3-Next's linear-attention layer sizes: H = 16, HV = 32, K = V = 128):
   decode       fused_recurrent_gated_delta_rule, B = 1, T = 1, state_pool [S = 4, HV, K, V] with
                state_indices (int32 slot 2)
+  decode_out   the same into the caller's output array (out=), as an engine with its own
+               buffers calls it: no allocation and no zero fill per call
   conv_update  causal_conv1d_update, x [1, C = 2 H K + HV V = 8192], W = 4, conv_state
                [S = 4, C, W - 1] with conv_state_indices
   prefill      chunk_gated_delta_rule, B = 1, T = 4096, state_pool with state_indices
@@ -84,13 +86,15 @@ class Case:
         self.entry, self.fill_args, self.out_shape = entry, fill_args, out_shape
 
 
-def decode_case(T=1, name="decode"):
+def decode_case(T=1, name="decode", into_out=False):
     a = delta_inputs(T)
+    if into_out:  # the output written into the caller's array (out=) instead of a new one
+        a["out"] = np.zeros_like(a["v"])
     if T == 1:
         def call(a):
             return gdn.fused_recurrent_gated_delta_rule(
                 a["q"], a["k"], a["v"], a["g"], a["beta"], state_pool=a["pool"],
-                state_indices=a["slots"])
+                state_indices=a["slots"], out=a.get("out"))
         algorithm = _lib.ALGO_RECURRENT
     else:
         def call(a):
@@ -127,7 +131,8 @@ def conv_case():
                 lambda a: a["x"].shape)
 
 
-CASES = {"decode": lambda: decode_case(), "conv_update": conv_case,
+CASES = {"decode": lambda: decode_case(), "decode_out": lambda: decode_case(into_out=True),
+         "conv_update": conv_case,
          "prefill": lambda: decode_case(T=4096, name="prefill")}
 
 
@@ -297,7 +302,7 @@ def run_row(case_name, framework, path, calls, rounds):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--cases", default="decode,conv_update,prefill")
+    p.add_argument("--cases", default="decode,decode_out,conv_update,prefill")
     p.add_argument("--frameworks", default=None,
                    help="numpy, torch-cuda, torch-cpu (default: numpy, and torch-cuda when a "
                         "CUDA device is there)")

@@ -44,7 +44,7 @@ typedef gdn_status (*any_call_fn)(gdn_context *, const void *);
 /* The calling convention of delta_rule() / conv1d_update() / setup() with the binding
  * (_lib.FAST_BINDING_VERSION): bumped with every change of their arguments, so that a stale
  * build is passed over instead of called wrongly. */
-#define BINDING_VERSION 1
+#define BINDING_VERSION 2
 
 #define MAX_TORCH_DTYPES 16
 
@@ -95,7 +95,7 @@ static PyObject *s_dtype, *s_shape, *s_stride, *s_data_ptr, *s_is_cuda, *s_get_d
  *            has_initial_state, cu_seqlens, A_log, dt_bias, scale, state_v_first, gva,
  *            algorithm, chunk_size, use_qk_l2norm_in_kernel, use_gate_in_kernel,
  *            use_beta_sigmoid_in_kernel, allow_neg_eigval, precision, output_final_state,
- *            out_dtype_of_q)
+ *            out_dtype_of_q, out)
  * gva, algorithm and precision are the enum values (ops._delta_rule maps the strings). Returns
  * (o, state_pool or None) as ops._delta_rule does, or NotImplemented. */
 
@@ -104,8 +104,8 @@ enum { Q, K, V, G_, BETA, POOL, SLOTS, FLAGS, CU, A_LOG, DT_BIAS, OUT, N_DELTA }
 static PyObject *delta_rule(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (nargs != 25) {
-        PyErr_Format(PyExc_TypeError, "delta_rule() takes 25 arguments (%zd given)", nargs);
+    if (nargs != 26) {
+        PyErr_Format(PyExc_TypeError, "delta_rule() takes 26 arguments (%zd given)", nargs);
         return NULL;
     }
     if (not_ready())
@@ -128,12 +128,12 @@ static PyObject *delta_rule(PyObject *self, PyObject *const *args, Py_ssize_t na
         gate != beta_sigmoid || v_first < 0 || l2 < 0 || neg < 0 || out_from_q < 0)
         goto fallback;
 
-    PyObject *const objs[N_DELTA - 1] = {q, args[2], v, args[4], args[5], pool_obj, args[8],
-                                         args[9], args[10], args[11], args[12]};
-    for (; described < N_DELTA - 1; ++described)
+    /* out: the caller's array, or None (a new one below) */
+    PyObject *const objs[N_DELTA] = {q,        args[2],  v,        args[4],  args[5], pool_obj,
+                                     args[8],  args[9],  args[10], args[11], args[12], args[25]};
+    for (; described < N_DELTA; ++described)
         if (!describe(objs[described], &a[described]))
             goto fallback;
-    described = N_DELTA - 1;
     /* q, k, v: one framework, one dtype, rank 4 (the Python path unpacks q.shape and reads
      * v.shape[2:]); anything else is converted or refused there */
     if (!present(&a[Q]) || !present(&a[K]) || !present(&a[V]) || a[Q].kind != a[K].kind ||
@@ -148,8 +148,11 @@ static PyObject *delta_rule(PyObject *self, PyObject *const *args, Py_ssize_t na
     if (!writable(&a[POOL]) || !index_ok(&a[SLOTS], &a[Q]) || !index_ok(&a[FLAGS], &a[Q]) ||
         !index_ok(&a[CU], &a[Q]))
         goto fallback;
+    if (present(&a[OUT]) && (!writable(&a[OUT]) || a[OUT].kind != a[V].kind ||
+                             a[OUT].t.ndim != 4 || !same_shape(&a[OUT], &a[V])))
+        goto fallback; /* the Python path names what is wrong */
     const arg *const placed[] = {&a[Q], &a[K], &a[V], &a[G_], &a[BETA], &a[POOL], &a[A_LOG],
-                                 &a[DT_BIAS]};
+                                 &a[DT_BIAS], &a[OUT]};
     int device = DEVICE_HOST;
     if (!one_device(placed, (int)(sizeof placed / sizeof *placed), &device))
         goto fallback;
@@ -174,13 +177,17 @@ static PyObject *delta_rule(PyObject *self, PyObject *const *args, Py_ssize_t na
     gdn_context *ctx = NULL;
     if (!(ctx_obj = context_for(backend, device, &ctx)))
         goto fallback;
-    /* rows of padding sequences (slot -1) are skipped by libgdn: they must read as zeros */
-    if (!(shape = PyObject_GetAttr(v, s_shape)) ||
-        !(o = new_output(&a[V], v, out_from_q ? q : v, shape, present(&a[SLOTS]))))
-        goto fallback;
-    if (!describe(o, &a[OUT]))
-        goto fallback;
-    described = N_DELTA;
+    if (present(&a[OUT])) { /* the rows of skipped sequences keep what they held */
+        o = args[25];
+        Py_INCREF(o);
+    } else { /* rows of padding sequences (slot -1) are skipped by libgdn: they must read as
+              * zeros */
+        if (!(shape = PyObject_GetAttr(v, s_shape)) ||
+            !(o = new_output(&a[V], v, out_from_q ? q : v, shape, present(&a[SLOTS]))))
+            goto fallback;
+        if (!describe(o, &a[OUT]))
+            goto fallback;
+    }
 
     gdn_delta_rule_args d = G.delta_rule_defaults();
     d.q = a[Q].t;

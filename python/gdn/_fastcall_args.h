@@ -180,6 +180,17 @@ static int describe(PyObject *x, arg *a)
 
 static int present(const arg *a) { return a->kind != KIND_NONE; }
 
+/* Two present arrays of the same shape. */
+static int same_shape(const arg *a, const arg *b)
+{
+    if (a->t.ndim != b->t.ndim)
+        return 0;
+    for (int d = 0; d < a->t.ndim; ++d)
+        if (a->t.shape[d] != b->t.shape[d])
+            return 0;
+    return 1;
+}
+
 /* The last dimension is contiguous (or has one element): else the Python path copies. */
 static int last_contiguous(const arg *a)
 {

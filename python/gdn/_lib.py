@@ -520,7 +520,7 @@ def common_device(*xs):
 
 # ---- the optional native fast path (gdn._fast, built from _fastcall.c) ------------------------
 
-FAST_BINDING_VERSION = 1  # _fastcall.c's BINDING_VERSION: the calls' arguments as made here
+FAST_BINDING_VERSION = 2  # _fastcall.c's BINDING_VERSION: the calls' arguments as made here
 
 
 def _fast_choice():

@@ -263,7 +263,7 @@ def _delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None, output_fina
                 dt_bias=None, use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False,
                 state_v_first=False, cu_seqlens=None, state_pool=None, state_indices=None,
                 has_initial_state=None, gva="block", chunk_size=None, algorithm="auto",
-                precision="auto", backend=None, out_dtype_of="v"):
+                precision="auto", backend=None, out=None, out_dtype_of="v"):
     """The one gdn_delta_rule call behind both public delta-rule functions. Options are keyword
     arguments named as in the public functions; their defaults are libgdn's. out_dtype_of ("q"
     or "v") names the input whose dtype the output takes (FLA: q for chunk, v for recurrent).
@@ -282,7 +282,7 @@ def _delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None, output_fina
                 has_initial_state, cu_seqlens, A_log, dt_bias, scale, state_v_first, gva_value,
                 algorithm_value, chunk_size, use_qk_l2norm_in_kernel, use_gate_in_kernel,
                 use_beta_sigmoid_in_kernel, allow_neg_eigval, precision_value,
-                output_final_state, out_dtype_of == "q")
+                output_final_state, out_dtype_of == "q", out)
             if result is not NotImplemented:
                 return result
     if gva not in GVAS:
@@ -291,7 +291,7 @@ def _delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None, output_fina
         raise ValueError(f"algorithm is {algorithm!r}, expected one of {sorted(ALGORITHMS)}")
     if precision not in PRECISIONS:
         raise ValueError(f"precision is {precision!r}, expected one of {sorted(PRECISIONS)}")
-    dev = _lib.common_device(q, k, v, g, beta, initial_state, state_pool, A_log, dt_bias)
+    dev = _lib.common_device(q, k, v, g, beta, initial_state, state_pool, A_log, dt_bias, out)
     ctx = _lib.context(backend, dev)
     out_dtype = (q if out_dtype_of == "q" else v).dtype
     q, k, v = (_readable(t) for t in _one_qkv_dtype(q, k, v))
@@ -318,8 +318,12 @@ def _delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None, output_fina
                 else _float32_copy(initial_state))
     slots = _index(state_indices, q)
     flags = _index(has_initial_state, q)
-    # rows of padding sequences (slot -1) are skipped by libgdn: they must read as zeros
-    o = (_lib.empty if slots is None else _lib.zeros)(v, v.shape, out_dtype)
+    if out is not None:  # the caller's array: the rows of skipped sequences keep their values
+        _check_shape(out, "out", tuple(v.shape), "v's shape")
+        _lib.check_writable(out, "out")
+        o = out
+    else:  # rows of padding sequences (slot -1) are skipped by libgdn: they must read as zeros
+        o = (_lib.empty if slots is None else _lib.zeros)(v, v.shape, out_dtype)
     a = lib.gdn_delta_rule_default_args()
     keep = (q, k, v, g, beta, o, pool, cu, slots, flags, A_log, dt_bias)  # alive until the call
     a.q, a.k, a.v = describe(q, "q"), describe(k, "k"), describe(v, "v")
@@ -344,6 +348,12 @@ def _delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None, output_fina
         _copy_back(state_pool, pool)
         pool = state_pool
     return o, (pool if output_final_state else None)
+
+
+def _eager_only(out, fn):
+    """out= while torch.compile traces: refused (the ops allocate their outputs)."""
+    if out is not None:
+        raise ValueError(f"{fn}: out= is for eager calls; under torch.compile the op allocates o")
 
 
 def _split_gating(g, beta, *, gate, beta_sigmoid, A_log, dt_bias, allow_neg_eigval, backend):
@@ -382,8 +392,8 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None,
                            state_v_first=None, cu_seqlens=None, *, use_gate_in_kernel=False,
                            A_log=None, dt_bias=None, state_pool=None, state_indices=None,
                            has_initial_state=None, gva="block", chunk_size=None,
-                           algorithm="auto", precision="auto", backend=None, strict=None,
-                           **kwargs):
+                           algorithm="auto", precision="auto", backend=None, out=None,
+                           strict=None, **kwargs):
     """Prefill: FLA's chunk_gated_delta_rule. q, k [B, T, H, K]; v [B, T, HV, V]; g, beta
     [B, T, HV]; initial_state [N, HV, K, V] ([N, HV, V, K] with state_v_first). Returns
     (o [B, T, HV, V], final_state or None); scale None or 0 means 1/sqrt(K).
@@ -394,9 +404,13 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None,
     has_initial_state; gva="tiled"; chunk_size (16, 32, 64, 128; None: the backend's choice);
     precision ("fast", the default "auto": tensor-core operands of bf16 / f16 inputs rounded once,
     within 5e-3 of float64; "high": hi + lo operands, f32 outputs and states within 5e-5);
-    backend; strict (see below).
+    backend; out (an array o is written into and returned as, instead of a new one: v's shape,
+    a float dtype of the call's framework and device, last dim contiguous; the rows of skipped
+    sequences keep what they held; saves an allocation per call, eager mode only); strict (see
+    below).
     """
     if _torch_ops.compiling():  # torch.compile: one torch.ops.gdn op (torch_ops.py)
+        _eager_only(out, "chunk_gated_delta_rule")
         return _torch_ops.chunk_gated_delta_rule(
             q, k, v, g, beta, scale, initial_state, output_final_state, use_qk_l2norm_in_kernel,
             use_beta_sigmoid_in_kernel, allow_neg_eigval, state_v_first, cu_seqlens,
@@ -414,7 +428,7 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None,
         state_v_first=state_v_first, cu_seqlens=cu_seqlens, state_pool=state_pool,
         state_indices=state_indices, has_initial_state=has_initial_state, gva=gva,
         chunk_size=chunk_size, algorithm=algorithm, precision=precision, backend=backend,
-        out_dtype_of="q")
+        out=out, out_dtype_of="q")
 
 
 if chunk_gated_delta_rule.__doc__:  # None under python -OO
@@ -427,13 +441,14 @@ def fused_recurrent_gated_delta_rule(q, k, v, g=None, beta=None, scale=None, ini
                                      use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False,
                                      state_v_first=None, cu_seqlens=None, *, state_pool=None,
                                      state_indices=None, has_initial_state=None, gva="block",
-                                     backend=None, strict=None, **kwargs):
+                                     backend=None, out=None, strict=None, **kwargs):
     """Decode and short calls: FLA's fused_recurrent_gated_delta_rule (same arguments and
     returns as chunk_gated_delta_rule, less chunk_size, algorithm and precision: it always runs
     the recurrent form, in float32). Unlike FLA's, g and beta are the 4th and 5th positional
     arguments (FLA has gk, gv between them): pass FLA's gk / gv by keyword, or not at all.
     """
     if _torch_ops.compiling():  # torch.compile: one torch.ops.gdn op (torch_ops.py)
+        _eager_only(out, "fused_recurrent_gated_delta_rule")
         return _torch_ops.fused_recurrent_gated_delta_rule(
             q, k, v, g, beta, scale, initial_state, output_final_state, use_qk_l2norm_in_kernel,
             use_gate_in_kernel, A_log, dt_bias, use_beta_sigmoid_in_kernel, allow_neg_eigval,
@@ -449,7 +464,7 @@ def fused_recurrent_gated_delta_rule(q, k, v, g=None, beta=None, scale=None, ini
         use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel, allow_neg_eigval=allow_neg_eigval,
         state_v_first=state_v_first, cu_seqlens=cu_seqlens, state_pool=state_pool,
         state_indices=state_indices, has_initial_state=has_initial_state, gva=gva,
-        algorithm="recurrent", backend=backend, out_dtype_of="v")
+        algorithm="recurrent", backend=backend, out=out, out_dtype_of="v")
 
 
 if fused_recurrent_gated_delta_rule.__doc__:

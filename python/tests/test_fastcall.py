@@ -142,12 +142,15 @@ recurrent = gdn.fused_recurrent_gated_delta_rule
 chunk = gdn.chunk_gated_delta_rule
 
 
-def decode_case(xp, *, slot_values=(2, -1, 0), slot_dtype=np.int32, **options):
+def decode_case(xp, *, slot_values=(2, -1, 0), slot_dtype=np.int32, out=None, **options):
+    """out: None, or the dtype of an out= array (filled with 7: what skipped rows keep)."""
     def make():
         q, k, v, g, beta, pool = decode_inputs(xp, v_first=options.get("state_v_first", False))
         kwargs = dict(state_pool=pool, **options)
         if slot_values is not None:
             kwargs["state_indices"] = slots(xp, slot_values, slot_dtype)
+        if out is not None:
+            kwargs["out"] = as_framework(xp, np.full(np.shape(v), 7.0, out))
         return (q, k, v, g, beta), kwargs
     return make
 
@@ -167,6 +170,8 @@ RUN_DELTA = {
         xp, use_gate_in_kernel=True, use_beta_sigmoid_in_kernel=True, allow_neg_eigval=True,
         A_log=as_framework(xp, np.linspace(-1, 1, HV).astype(np.float32)),
         dt_bias=as_framework(xp, np.linspace(0, 1, HV).astype(np.float32))),
+    "decode_into_out": lambda xp: decode_case(xp, out=np.float32, output_final_state=True),
+    "decode_into_f16_out": lambda xp: decode_case(xp, out=np.float16),
 }
 
 
@@ -186,6 +191,39 @@ def test_padding_rows_are_zero_and_the_pool_is_returned(monkeypatch, xp):
     assert final is pool
     assert not np.asarray(o)[1].any() and np.asarray(o)[0].any()  # slot -1: zeros
     assert np.array_equal(np.asarray(pool)[[1, 3, 4]], before[[1, 3, 4]])  # untouched slots
+
+
+@pytest.mark.parametrize("xp", FRAMEWORKS)
+def test_out_is_written_and_returned_and_padding_rows_keep_their_values(monkeypatch, xp):
+    (q, k, v, g, beta), kwargs = decode_case(xp)()
+    want, _ = recurrent(q, k, v, g, beta, **kwargs)  # a new o: the padding row is zeros
+    (q, k, v, g, beta), kwargs = decode_case(xp, out=np.float32)()
+    out = kwargs["out"]
+    o, _ = recurrent(q, k, v, g, beta, **kwargs)
+    assert o is out
+    assert np.array_equal(np.asarray(o)[[0, 2]], np.asarray(want)[[0, 2]])
+    assert (np.asarray(o)[1] == 7.0).all()  # slot -1: not written (SPEC), as before the call
+
+
+def _out_wrong_shape(xp):
+    (q, k, v, g, beta), kwargs = decode_case(xp)()
+    kwargs["out"] = as_framework(xp, np.zeros((B, T1, HV, V + 1), np.float32))
+    return (q, k, v, g, beta), kwargs
+
+
+def _out_strided(xp):
+    (q, k, v, g, beta), kwargs = decode_case(xp)()
+    kwargs["out"] = as_framework(xp, np.zeros((B, T1, HV, 2 * V), np.float32))[..., ::2]
+    return (q, k, v, g, beta), kwargs
+
+
+@pytest.mark.parametrize("xp", FRAMEWORKS)
+@pytest.mark.parametrize("make, fast_runs", [(_out_wrong_shape, False), (_out_strided, True)])
+def test_bad_out_is_refused_by_name_and_nothing_written(monkeypatch, xp, make, fast_runs):
+    """A wrong shape: the fast path declines and the binding names it; a last dim that is not
+    contiguous: libgdn refuses it (either path), naming out."""
+    result = compare(monkeypatch, recurrent, lambda: make(xp), fast_runs=fast_runs)
+    assert result[0][0] == "raised" and "out" in str(result[0][2]), result[0]
 
 
 @pytest.mark.parametrize("xp", FRAMEWORKS)

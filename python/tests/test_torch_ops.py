@@ -493,3 +493,23 @@ def test_compiled_conv_varlen_with_pools_and_returned_states():
     assert_close(got_pool, want_pool)
     assert_close(got_out, want_out)
     assert got[1] is got_pool and got[3] is got_out  # the caller's own tensors, as in eager
+
+
+@needs_ops
+def test_out_is_refused_in_a_full_graph_and_runs_eagerly_after_a_break():
+    """out= is for eager calls: a full graph cannot take it (the op allocates o); without
+    fullgraph, Dynamo breaks the graph there and the call runs eagerly into out."""
+    torch._dynamo.reset()
+    q, k, v, g, beta = delta_inputs()
+
+    def step(q, k, v, g, beta, out):
+        return gdn.fused_recurrent_gated_delta_rule(q, k, v, g, beta, out=out)[0] * 2.0
+
+    out = torch.zeros_like(v)
+    with pytest.raises(Exception, match="out="):
+        torch.compile(step, fullgraph=True, backend=_backend())(q, k, v, g, beta, out)
+    torch._dynamo.reset()
+    got = torch.compile(step, backend=_backend())(q, k, v, g, beta, out)
+    want, _ = gdn.fused_recurrent_gated_delta_rule(q, k, v, g, beta)
+    assert_close(got, 2.0 * want)
+    assert_close(out, want)
