@@ -10,6 +10,8 @@ Cases (Qwen3-Next's linear-attention layer sizes: H = 16, HV = 32, K = V = 128):
                buffers calls it: no allocation and no zero fill per call
   conv_update  causal_conv1d_update, x [1, C = 2 H K + HV V = 8192], W = 4, conv_state
                [S = 4, C, W - 1] with conv_state_indices
+  conv_update_out
+               conv_update into the caller's output array (out=)
   prefill      chunk_gated_delta_rule, B = 1, T = 4096, state_pool with state_indices
 Frameworks: numpy (the best host backend), torch-cuda (torch CUDA tensors, when torch and a
 device are there), torch-cpu (opt-in). Paths: fast (the native extension gdn._fast, when it is
@@ -114,10 +116,14 @@ def decode_case(T=1, name="decode", into_out=False):
     return Case(name, a, call, "gdn_delta_rule", fill, lambda a: a["v"].shape)
 
 
-def conv_case():
+def conv_case(into_out=False):
+    arrays = conv_inputs()
+    if into_out:  # into the caller's output array (out=)
+        arrays["out"] = np.zeros_like(arrays["x"])
+
     def call(a):
         return gdn.causal_conv1d_update(a["x"], a["state"], a["weight"], None, "silu",
-                                        conv_state_indices=a["slots"])
+                                        conv_state_indices=a["slots"], out=a.get("out"))
 
     def fill(a, out):
         args = _lib.lib.gdn_conv1d_update_default_args()
@@ -127,12 +133,11 @@ def conv_case():
         args.out = _lib.describe(out, "out")
         args.activation = _lib.ACT_SILU
         return args
-    return Case("conv_update", conv_inputs(), call, "gdn_conv1d_update", fill,
-                lambda a: a["x"].shape)
+    return Case("conv_update", arrays, call, "gdn_conv1d_update", fill, lambda a: a["x"].shape)
 
 
 CASES = {"decode": lambda: decode_case(), "decode_out": lambda: decode_case(into_out=True),
-         "conv_update": conv_case,
+         "conv_update": conv_case, "conv_update_out": lambda: conv_case(into_out=True),
          "prefill": lambda: decode_case(T=4096, name="prefill")}
 
 
@@ -302,7 +307,7 @@ def run_row(case_name, framework, path, calls, rounds):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--cases", default="decode,decode_out,conv_update,prefill")
+    p.add_argument("--cases", default="decode,decode_out,conv_update,conv_update_out,prefill")
     p.add_argument("--frameworks", default=None,
                    help="numpy, torch-cuda, torch-cpu (default: numpy, and torch-cuda when a "
                         "CUDA device is there)")
@@ -327,7 +332,7 @@ def main():
     if table:
         print(f"gdn {gdn.__version__}, libgdn {gdn.libgdn_version}; fast path: "
               f"{getattr(FAST, '__file__', None) or 'not loaded'}")
-        print(f"{'case':<12} {'framework':<11} {'path':<7} {'total_us':>10} {'kernel_us':>10} "
+        print(f"{'case':<15} {'framework':<11} {'path':<7} {'total_us':>10} {'kernel_us':>10} "
               f"{'host_us':>9} {'host_incall_us':>15}")
     for case_name in opts.cases.split(","):
         for framework in frameworks:
@@ -344,7 +349,7 @@ def main():
                 rows.append(row)
                 if table:
                     incall = row["host_incall_us"]
-                    print(f"{case_name:<12} {framework:<11} {path:<7} {row['total_us']:10.1f} "
+                    print(f"{case_name:<15} {framework:<11} {path:<7} {row['total_us']:10.1f} "
                           f"{row['kernel_us']:10.1f} {row['host_us']:9.1f} "
                           f"{'-' if incall is None else format(incall, '.1f'):>15}", flush=True)
     result = dict(python=sys.version.split()[0], machine=platform.machine(),

@@ -44,7 +44,7 @@ typedef gdn_status (*any_call_fn)(gdn_context *, const void *);
 /* The calling convention of delta_rule() / conv1d_update() / setup() with the binding
  * (_lib.FAST_BINDING_VERSION): bumped with every change of their arguments, so that a stale
  * build is passed over instead of called wrongly. */
-#define BINDING_VERSION 2
+#define BINDING_VERSION 3
 
 #define MAX_TORCH_DTYPES 16
 
@@ -254,7 +254,7 @@ fallback:
 
 /* ---- conv1d update -------------------------------------------------------------------------
  * conv1d_update(backend, x, conv_state, weight, bias, activation, cache_seqlens,
- *               conv_state_indices)
+ *               conv_state_indices, out)
  * activation is the gdn_activation value (None: not one the binding knows). Returns out as
  * causal_conv1d_update does, or NotImplemented. */
 
@@ -263,8 +263,8 @@ enum { CX, CSTATE, CWEIGHT, CBIAS, CSLOTS, COUT, N_CONV };
 static PyObject *conv1d_update(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (nargs != 8) {
-        PyErr_Format(PyExc_TypeError, "conv1d_update() takes 8 arguments (%zd given)", nargs);
+    if (nargs != 9) {
+        PyErr_Format(PyExc_TypeError, "conv1d_update() takes 9 arguments (%zd given)", nargs);
         return NULL;
     }
     if (not_ready())
@@ -276,11 +276,11 @@ static PyObject *conv1d_update(PyObject *self, PyObject *const *args, Py_ssize_t
     int32_t activation = 0;
     if (args[5] == Py_None || args[6] != Py_None || !int32_of(args[5], &activation))
         goto fallback;
-    PyObject *const objs[N_CONV - 1] = {x, args[2], args[3], args[4], args[7]};
-    for (; described < N_CONV - 1; ++described)
+    /* out: the caller's array, or None (a new one below) */
+    PyObject *const objs[N_CONV] = {x, args[2], args[3], args[4], args[7], args[8]};
+    for (; described < N_CONV; ++described)
         if (!describe(objs[described], &a[described]))
             goto fallback;
-    described = N_CONV - 1;
 
     /* weight [C, W] or [C, 1, W] (taken as its [C, W] view), W contiguous, 2 <= W <= 16 */
     arg *w = &a[CWEIGHT];
@@ -315,21 +315,40 @@ static PyObject *conv1d_update(PyObject *self, PyObject *const *args, Py_ssize_t
     }
     if (xa->t.ndim != 2 || !last_contiguous(xa) || !index_ok(&a[CSLOTS], xa))
         goto fallback;
-    const arg *const placed[] = {&a[CX], &a[CSTATE], &a[CWEIGHT], &a[CBIAS]};
+    /* out shaped like x ([B, C, 1]: its [B, C] view), writable, of x's framework */
+    arg *oa = &a[COUT];
+    if (present(oa)) {
+        if ((oa->t.ndim == 3) != x3)
+            goto fallback; /* the Python path names what is wrong (here and below) */
+        if (x3) {
+            if (oa->t.shape[2] != 1)
+                goto fallback;
+            oa->t.shape[2] = oa->t.stride[2] = 0;
+            oa->t.ndim = 2;
+        }
+        if (!same_shape(oa, xa) || !writable(oa) || oa->kind != xa->kind)
+            goto fallback;
+    }
+    const arg *const placed[] = {&a[CX], &a[CSTATE], &a[CWEIGHT], &a[CBIAS], &a[COUT]};
     int device = DEVICE_HOST;
-    if (!one_device(placed, 4, &device))
+    if (!one_device(placed, 5, &device))
         goto fallback;
 
     gdn_context *ctx = NULL;
     if (!(ctx_obj = context_for(backend, device, &ctx)))
         goto fallback;
-    shape = Py_BuildValue("(LL)", (long long)xa->t.shape[0], (long long)xa->t.shape[1]);
-    /* rows of padding sequences (slot -1) are skipped by libgdn: they must read as zeros */
-    if (shape == NULL || !(out = new_output(xa, x, x, shape, present(&a[CSLOTS]))))
-        goto fallback;
-    if (!describe(out, &a[COUT]))
-        goto fallback;
-    described = N_CONV;
+    const int own_out = present(oa); /* the rows of skipped sequences keep what they held */
+    if (own_out) {
+        out = args[8];
+        Py_INCREF(out);
+    } else { /* rows of padding sequences (slot -1) are skipped by libgdn: they must read as
+              * zeros */
+        shape = Py_BuildValue("(LL)", (long long)xa->t.shape[0], (long long)xa->t.shape[1]);
+        if (shape == NULL || !(out = new_output(xa, x, x, shape, present(&a[CSLOTS]))))
+            goto fallback;
+        if (!describe(out, &a[COUT]))
+            goto fallback;
+    }
 
     gdn_conv1d_update_args c = G.conv_update_defaults();
     c.x = a[CX].t;
@@ -357,7 +376,7 @@ static PyObject *conv1d_update(PyObject *self, PyObject *const *args, Py_ssize_t
     described = 0;
     if (status != GDN_OK)
         raise_status(status, ctx_obj);
-    else if (x3)
+    else if (x3 && !own_out)
         result = PyObject_GetItem(out, G.new_axis); /* out[..., None] */
     else {
         result = out;

@@ -377,6 +377,13 @@ def zeros(like, shape, dtype=None):
     return np.zeros(shape, dtype=dtype or like.dtype)
 
 
+def eager_only(out, fn):
+    """out= while torch.compile traces: refused (the ops allocate their outputs)."""
+    if out is not None:
+        raise ValueError(f"{fn}: out= is for eager calls; under torch.compile the op "
+                         "allocates its output")
+
+
 def copy_of(x):
     """A private copy, same framework, device and dtype, with no autograd history."""
     return x.detach().clone() if is_torch(x) else np.array(x)
@@ -520,7 +527,7 @@ def common_device(*xs):
 
 # ---- the optional native fast path (gdn._fast, built from _fastcall.c) ------------------------
 
-FAST_BINDING_VERSION = 2  # _fastcall.c's BINDING_VERSION: the calls' arguments as made here
+FAST_BINDING_VERSION = 3  # _fastcall.c's BINDING_VERSION: the calls' arguments as made here
 
 
 def _fast_choice():

@@ -44,6 +44,15 @@ def _window(W):
     return W - 1 if 2 <= W <= _MAX_WIDTH else None
 
 
+def _check_out(out, x):
+    """causal_conv1d_update's out=: x's shape, one token per sequence, writable."""
+    if x.ndim == 3 and x.shape[-1] != 1:
+        raise ValueError(f"out= takes one token per sequence (x [B, C] or [B, C, 1]); x is "
+                         f"{list(np.shape(x))}")
+    _check_shape(out, "out", tuple(np.shape(x)), "x's shape")
+    _lib.check_writable(out, "out")
+
+
 def _check_width(state, name, w):
     """A conv state keeps at least the W - 1 inputs the conv reads."""
     if state is not None and w is not None and np.ndim(state) == 3 and np.shape(state)[2] < w:
@@ -285,7 +294,8 @@ def _private_pool(x, initial_states, shape):
 
 
 def causal_conv1d_update(x, conv_state, weight, bias=None, activation=None, cache_seqlens=None,
-                         conv_state_indices=None, *, backend=None, strict=None, **kwargs):
+                         conv_state_indices=None, *, backend=None, out=None, strict=None,
+                         **kwargs):
     """causal-conv1d's causal_conv1d_update: x [B, C] (one token per sequence) or [B, C, L] (L
     tokens per sequence, e.g. speculative verification: one libgdn prefill call);
     conv_state [S, C, state_len], state_len >= W - 1, updated in place: the whole state shifts
@@ -294,13 +304,17 @@ def causal_conv1d_update(x, conv_state, weight, bias=None, activation=None, cach
     back as zeros. Returns out shaped like x (for L > 1, a [B, C, L] view of a [B, L, C] array).
     cache_seqlens (the circular-buffer mode) is not supported. Copies: an x whose channels are
     not contiguous (for L > 1 a contiguous [B, C, L] x is; HF's transposed projections are
-    not). Other keywords are ignored, or a TypeError with strict (as causal_conv1d_fn)."""
+    not). out (one token per sequence): an array shaped like x that the output is written into
+    and returned as (x itself too, as vLLM's update does), channels contiguous; the rows of
+    skipped sequences keep what they held; eager mode only. Other keywords are ignored, or a
+    TypeError with strict (as causal_conv1d_fn)."""
     _unknown_keywords("causal_conv1d_update", kwargs, strict)
     if _torch_ops.compiling():  # torch.compile: one torch.ops.gdn op (torch_ops.py)
+        _lib.eager_only(out, "causal_conv1d_update")
         return _torch_ops.causal_conv1d_update(x, conv_state, weight, bias, activation,
                                                cache_seqlens, conv_state_indices, backend=backend)
     return _conv1d_update(x, conv_state, weight, bias, activation, cache_seqlens,
-                          conv_state_indices, backend=backend)
+                          conv_state_indices, backend=backend, out=out)
 
 
 _ACTIVATIONS = {None: ACT_NONE, "none": ACT_NONE, "identity": ACT_NONE, "silu": ACT_SILU,
@@ -308,7 +322,7 @@ _ACTIVATIONS = {None: ACT_NONE, "none": ACT_NONE, "identity": ACT_NONE, "silu": 
 
 
 def _conv1d_update(x, conv_state, weight, bias, activation, cache_seqlens, conv_state_indices,
-                   *, backend):
+                   *, backend, out=None):
     """causal_conv1d_update's work. The native fast path (_lib.fast, _fastcall.c) runs the call
     when it can do exactly what the code below does (a [B, C] or [B, C, 1] x, a state exactly
     W - 1 wide, nothing to copy or refuse); else it declines and the code below runs."""
@@ -319,18 +333,20 @@ def _conv1d_update(x, conv_state, weight, bias, activation, cache_seqlens, conv_
         except TypeError:  # unhashable: _activation() names it
             code = None
         if code is not None:
-            out = fast.conv1d_update(backend, x, conv_state, weight, bias, code, cache_seqlens,
-                                     conv_state_indices)
-            if out is not NotImplemented:
-                return out
+            result = fast.conv1d_update(backend, x, conv_state, weight, bias, code,
+                                        cache_seqlens, conv_state_indices, out)
+            if result is not NotImplemented:
+                return result
     if cache_seqlens is not None:
         raise ValueError("cache_seqlens (circular conv state) is not supported")
     weight, bias = _readable(_weight_2d(weight)), _readable(bias, False)
     w = _window(weight.shape[-1])
     _lib.check_writable(conv_state, "conv_state")
     _check_width(conv_state, "conv_state", w)
-    ctx = _lib.context(backend, _lib.common_device(x, conv_state, weight, bias))
+    ctx = _lib.context(backend, _lib.common_device(x, conv_state, weight, bias, out))
     slots = _index(conv_state_indices, x)
+    if out is not None:
+        _check_out(out, x)
     state = _in_place(conv_state)
     if x.ndim == 3 and x.shape[-1] != 1:  # several tokens per sequence: libgdn's prefill
         xt = _channels_last(x)  # [B, L, C]
@@ -342,8 +358,11 @@ def _conv1d_update(x, conv_state, weight, bias, activation, cache_seqlens, conv_
         _copy_back(conv_state, state)
         return _swap_last(out)
     x2 = _readable(x[..., 0] if x.ndim == 3 else x)  # e.g. x[:, :, t] of a [B, C, T] x
-    # rows of padding sequences (slot -1) are skipped by libgdn: they must read as zeros
-    out = (_lib.empty if slots is None else _lib.zeros)(x2, x2.shape)
+    given = out
+    if given is not None:  # the caller's array: the rows of skipped sequences keep their values
+        out = given[..., 0] if given.ndim == 3 else given
+    else:  # rows of padding sequences (slot -1) are skipped by libgdn: they must read as zeros
+        out = (_lib.empty if slots is None else _lib.zeros)(x2, x2.shape)
     plan = None if x2.ndim != 2 else _older_columns(state, x2[:, None, :], None, slots, None, w)
     a = lib.gdn_conv1d_update_default_args()
     view = _newest(state, w)
@@ -357,4 +376,6 @@ def _conv1d_update(x, conv_state, weight, bias, activation, cache_seqlens, conv_
     del keep
     _shift_older_columns(state, plan)
     _copy_back(conv_state, state)
+    if given is not None:
+        return given
     return out[..., None] if x.ndim == 3 else out

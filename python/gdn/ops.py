@@ -350,12 +350,6 @@ def _delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None, output_fina
     return o, (pool if output_final_state else None)
 
 
-def _eager_only(out, fn):
-    """out= while torch.compile traces: refused (the ops allocate their outputs)."""
-    if out is not None:
-        raise ValueError(f"{fn}: out= is for eager calls; under torch.compile the op allocates o")
-
-
 def _split_gating(g, beta, *, gate, beta_sigmoid, A_log, dt_bias, allow_neg_eigval, backend):
     """(g, beta, gate_in_kernel) for gdn_delta_rule. libgdn gates g (from the raw a) and beta
     (from the raw b) together, in the kernel; when FLA's flags ask for only one of the two, that
@@ -410,7 +404,7 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None,
     below).
     """
     if _torch_ops.compiling():  # torch.compile: one torch.ops.gdn op (torch_ops.py)
-        _eager_only(out, "chunk_gated_delta_rule")
+        _lib.eager_only(out, "chunk_gated_delta_rule")
         return _torch_ops.chunk_gated_delta_rule(
             q, k, v, g, beta, scale, initial_state, output_final_state, use_qk_l2norm_in_kernel,
             use_beta_sigmoid_in_kernel, allow_neg_eigval, state_v_first, cu_seqlens,
@@ -448,7 +442,7 @@ def fused_recurrent_gated_delta_rule(q, k, v, g=None, beta=None, scale=None, ini
     arguments (FLA has gk, gv between them): pass FLA's gk / gv by keyword, or not at all.
     """
     if _torch_ops.compiling():  # torch.compile: one torch.ops.gdn op (torch_ops.py)
-        _eager_only(out, "fused_recurrent_gated_delta_rule")
+        _lib.eager_only(out, "fused_recurrent_gated_delta_rule")
         return _torch_ops.fused_recurrent_gated_delta_rule(
             q, k, v, g, beta, scale, initial_state, output_final_state, use_qk_l2norm_in_kernel,
             use_gate_in_kernel, A_log, dt_bias, use_beta_sigmoid_in_kernel, allow_neg_eigval,

@@ -460,8 +460,24 @@ def conv_changed(xp, position, change, **options):
     return tuple(args), kwargs
 
 
+def _conv_into_out(xp, x_shape=(B, C)):
+    """out= an array of x's shape filled with 7 (what the padding row keeps)."""
+    (x, state, weight, bias, act, _, idx), _ = conv_case(xp, x_shape=x_shape)()
+    return (x, state, weight, bias, act, None, idx), dict(
+        out=as_framework(xp, np.full(x_shape, 7.0, np.float32)))
+
+
+def _conv_in_place(xp):
+    """out=x: the output over x, as vLLM's causal_conv1d_update writes it."""
+    (x, state, weight, bias, act, _, idx), _ = conv_case(xp)()
+    return (x, state, weight, bias, act, None, idx), dict(out=x)
+
+
 RUN_CONV = {
     "x_2d_slots": lambda xp: conv_case(xp)(),
+    "into_out": _conv_into_out,
+    "into_out_3d": lambda xp: _conv_into_out(xp, x_shape=(B, C, 1)),
+    "in_place": _conv_in_place,
     "x_3d_weight_3d": _conv_3d_weight,
     "vllm_state_layout": _conv_vllm_layout,
     "half_x_f32_state": lambda xp: conv_case(xp, x_dtype=np.float16, activation=None)(),
@@ -492,6 +508,35 @@ def test_conv_update_declined_calls_agree(monkeypatch, xp, case):
     asked = case != "unknown_activation"  # that one is refused before the fast path is asked
     compare(monkeypatch, gdn.causal_conv1d_update, lambda: DECLINED_CONV[case](xp),
             fast_runs=False if asked else None)
+
+
+def _conv_out_wrong_shape(xp):
+    args, _ = conv_case(xp)()
+    return args, dict(out=as_framework(xp, np.zeros((B, C + 1), np.float32)))
+
+
+def _conv_out_several_tokens(xp):
+    args, _ = conv_case(xp, x_shape=(B, C, 3))()
+    return args, dict(out=as_framework(xp, np.zeros((B, C, 3), np.float32)))
+
+
+@pytest.mark.parametrize("xp", FRAMEWORKS)
+@pytest.mark.parametrize("make", [_conv_out_wrong_shape, _conv_out_several_tokens])
+def test_conv_update_bad_out_is_refused_by_name(monkeypatch, xp, make):
+    result = compare(monkeypatch, gdn.causal_conv1d_update, lambda: make(xp), fast_runs=False)
+    assert result[0][0] == "raised" and "out" in result[0][2], result[0]
+
+
+@pytest.mark.parametrize("xp", FRAMEWORKS)
+def test_conv_update_out_is_returned_and_padding_rows_keep_their_values(xp):
+    (x, state, weight, bias, act, _, idx), kwargs = _conv_into_out(xp)
+    got = gdn.causal_conv1d_update(x, state, weight, bias, act, conv_state_indices=idx,
+                                   **kwargs)
+    (x, state, weight, bias, act, _, idx), _ = conv_case(xp)()
+    want = gdn.causal_conv1d_update(x, state, weight, bias, act, conv_state_indices=idx)
+    assert got is kwargs["out"]
+    assert np.array_equal(np.asarray(got)[[0, 2]], np.asarray(want)[[0, 2]])
+    assert (np.asarray(got)[1] == 7.0).all()
 
 
 @pytest.mark.parametrize("xp", FRAMEWORKS)

@@ -513,3 +513,16 @@ def test_out_is_refused_in_a_full_graph_and_runs_eagerly_after_a_break():
     want, _ = gdn.fused_recurrent_gated_delta_rule(q, k, v, g, beta)
     assert_close(got, 2.0 * want)
     assert_close(out, want)
+
+
+@needs_ops
+def test_conv_update_out_is_refused_in_a_full_graph():
+    torch._dynamo.reset()
+    r = _gen(4)
+    x, state, weight = r(3, 12), r(3, 12, 3), r(12, 4)
+
+    def step(x, state, weight, out):
+        return gdn.causal_conv1d_update(x, state, weight, None, "silu", out=out)
+
+    with pytest.raises(Exception, match="out="):
+        torch.compile(step, fullgraph=True, backend=_backend())(x, state, weight, x)
