@@ -34,11 +34,10 @@
 
 #include "gdn.h"
 
-typedef gdn_status (*delta_rule_fn)(gdn_context *, const gdn_delta_rule_args *);
 typedef gdn_delta_rule_args (*delta_rule_defaults_fn)(void);
 typedef gdn_gating_params (*gating_defaults_fn)(void);
-typedef gdn_status (*conv_update_fn)(gdn_context *, const gdn_conv1d_update_args *);
 typedef gdn_conv1d_update_args (*conv_update_defaults_fn)(void);
+/* gdn_delta_rule, gdn_conv1d_update: an op taking (ctx, its argument struct), by address */
 typedef gdn_status (*any_call_fn)(gdn_context *, const void *);
 
 /* The calling convention of delta_rule() / conv1d_update() / setup() with the binding
@@ -51,10 +50,10 @@ typedef gdn_status (*any_call_fn)(gdn_context *, const void *);
 /* Set once by setup(); read-only afterwards. Single-phase init, one interpreter. */
 static struct {
     int ready;
-    delta_rule_fn delta_rule;
+    any_call_fn delta_rule;
     delta_rule_defaults_fn delta_rule_defaults;
     gating_defaults_fn gating_defaults;
-    conv_update_fn conv_update;
+    any_call_fn conv_update;
     conv_update_defaults_fn conv_update_defaults;
     PyObject *ndarray;  /* numpy.ndarray */
     PyObject *tensor;   /* torch.Tensor, or NULL without torch */
@@ -83,6 +82,27 @@ static struct {
     long long calls;
     double seconds;
 } kclock;
+
+/* One libgdn call (an entry point taking (ctx, args), as time_calls takes them) with the GIL
+ * released; its time inside libgdn goes to kclock when that is on (updated with the GIL held). */
+static gdn_status call_released(any_call_fn fn, gdn_context *ctx, const void *args)
+{
+    gdn_status status;
+    const int timed = kclock.on;
+    double t0 = 0.0, t1 = 0.0;
+    Py_BEGIN_ALLOW_THREADS
+    if (timed)
+        t0 = now_seconds();
+    status = fn(ctx, args);
+    if (timed)
+        t1 = now_seconds();
+    Py_END_ALLOW_THREADS
+    if (timed) {
+        kclock.seconds += t1 - t0;
+        kclock.calls += 1;
+    }
+    return status;
+}
 
 /* interned attribute and method names */
 static PyObject *s_dtype, *s_shape, *s_stride, *s_data_ptr, *s_is_cuda, *s_get_device, *s_value,
@@ -217,20 +237,7 @@ static PyObject *delta_rule(PyObject *self, PyObject *const *args, Py_ssize_t na
         p.allow_neg_eigval = neg;
         d.gating = p;
     }
-    gdn_status status;
-    const int timed = kclock.on;
-    double t0 = 0.0, t1 = 0.0;
-    Py_BEGIN_ALLOW_THREADS
-    if (timed)
-        t0 = now_seconds();
-    status = G.delta_rule(ctx, &d);
-    if (timed)
-        t1 = now_seconds();
-    Py_END_ALLOW_THREADS
-    if (timed) {
-        kclock.seconds += t1 - t0;
-        kclock.calls += 1;
-    }
+    const gdn_status status = call_released(G.delta_rule, ctx, &d);
     release(a, described);
     described = 0;
     if (status != GDN_OK) {
@@ -358,20 +365,7 @@ static PyObject *conv1d_update(PyObject *self, PyObject *const *args, Py_ssize_t
     c.conv_state = a[CSTATE].t;
     c.state_slots = a[CSLOTS].t;
     c.activation = (gdn_activation)activation;
-    gdn_status status;
-    const int timed = kclock.on;
-    double t0 = 0.0, t1 = 0.0;
-    Py_BEGIN_ALLOW_THREADS
-    if (timed)
-        t0 = now_seconds();
-    status = G.conv_update(ctx, &c);
-    if (timed)
-        t1 = now_seconds();
-    Py_END_ALLOW_THREADS
-    if (timed) {
-        kclock.seconds += t1 - t0;
-        kclock.calls += 1;
-    }
+    const gdn_status status = call_released(G.conv_update, ctx, &c);
     release(a, described);
     described = 0;
     if (status != GDN_OK)
@@ -557,10 +551,10 @@ static PyObject *setup(PyObject *self, PyObject *args, PyObject *kwargs)
         Py_DECREF(seq);
     }
     G.n_torch_dtypes = n;
-    G.delta_rule = (delta_rule_fn)(uintptr_t)p[0];
+    G.delta_rule = (any_call_fn)(uintptr_t)p[0];
     G.delta_rule_defaults = (delta_rule_defaults_fn)(uintptr_t)p[1];
     G.gating_defaults = (gating_defaults_fn)(uintptr_t)p[2];
-    G.conv_update = (conv_update_fn)(uintptr_t)p[3];
+    G.conv_update = (any_call_fn)(uintptr_t)p[3];
     G.conv_update_defaults = (conv_update_defaults_fn)(uintptr_t)p[4];
     PyObject **const slots[5] = {&G.ndarray, &G.np_zeros, &G.np_empty, &G.context, &G.check};
     for (int i = 0; i < 5; ++i) {
