@@ -62,6 +62,16 @@ def _pip(args, cwd, env):
                           capture_output=True, text=True, timeout=300)
 
 
+def _install_and_run(wheel, site, elsewhere, script):
+    """pip-installs the wheel into site, then runs script from elsewhere with only site on
+    the path; the finished process."""
+    r = _pip(["install", "--no-deps", "--no-index", "--target", site, wheel], cwd=elsewhere,
+             env=_env())
+    assert r.returncode == 0, r.stdout + r.stderr
+    return subprocess.run([sys.executable, "-c", script], cwd=elsewhere, capture_output=True,
+                          text=True, timeout=120, env=_env(PYTHONPATH=site))
+
+
 def test_wheel_bundles_libgdn_and_imports_from_anywhere(tmp_path):
     sources, wheels, site, elsewhere = (str(tmp_path / d) for d in
                                         ("src", "wheels", "site", "elsewhere"))
@@ -80,16 +90,12 @@ def test_wheel_bundles_libgdn_and_imports_from_anywhere(tmp_path):
         assert z.read("gdn/libgdn.so") == open(library, "rb").read()
         assert not [n for n in names if n.startswith("gdn/libgdn.so.")], names
 
-    r = _pip(["install", "--no-deps", "--no-index", "--target", site, wheel], cwd=elsewhere,
-             env=_env())
-    assert r.returncode == 0, r.stdout + r.stderr
     script = ("import numpy as np, gdn; print(gdn.info()); "
               "x = np.arange(1, 9, dtype=np.float32).reshape(2, 4); "
               "y = gdn.l2norm(x); "
               "assert np.allclose((y * y).sum(-1), 1, atol=1e-5), y; "
               "assert gdn._lib.fast is None, gdn._lib.fast; print('ok')")
-    r = subprocess.run([sys.executable, "-c", script], cwd=elsewhere, capture_output=True,
-                       text=True, timeout=120, env=_env(PYTHONPATH=site))
+    r = _install_and_run(wheel, site, elsewhere, script)
     assert r.returncode == 0, r.stdout + r.stderr
     bundled = os.path.realpath(os.path.join(site, "gdn", "libgdn.so"))
     assert f"at {bundled}\n" in r.stdout and r.stdout.endswith("ok\n"), r.stdout
@@ -132,9 +138,6 @@ def test_wheel_with_the_fast_path(tmp_path):
     else:
         assert tag.startswith(f"cp{sys.version_info[0]}{sys.version_info[1]}-"), tag
 
-    r = _pip(["install", "--no-deps", "--no-index", "--target", site, wheel], cwd=elsewhere,
-             env=_env())
-    assert r.returncode == 0, r.stdout + r.stderr
     script = ("import numpy as np, gdn\n"
               "from gdn import _lib\n"
               "assert _lib.fast is not None and _lib.fast.__file__.startswith(%r), _lib.fast\n"
@@ -145,6 +148,5 @@ def test_wheel_with_the_fast_path(tmp_path):
               "                                            state_indices=np.array([1], np.int32))\n"
               "assert pool[1].any() and not pool[0].any() and o.any(); print('ok')\n"
               % os.path.join(site, "gdn"))
-    r = subprocess.run([sys.executable, "-c", script], cwd=elsewhere, capture_output=True,
-                       text=True, timeout=120, env=_env(PYTHONPATH=site))
+    r = _install_and_run(wheel, site, elsewhere, script)
     assert r.returncode == 0 and r.stdout.endswith("ok\n"), r.stdout + r.stderr
