@@ -578,3 +578,54 @@ def test_conv_seq_idx_refusals(rng):
             gdn.causal_conv1d_fn(x, w, seq_idx=seq_idx, **kw)
     with pytest.raises(gdn.GdnValueError, match=r"seq_idx\.shape is \(2, 5\)"):
         gdn.causal_conv1d_fn(x, w, seq_idx=seq_idx[:, :5])
+
+
+# ---- 7. out=: the caller's output array ----------------------------------------------------
+
+@pytest.mark.parametrize("fn", DELTA_RULES)
+@pytest.mark.parametrize("framework", ["numpy", "torch"])
+def test_delta_rule_into_out_matches_float64(rng, fn, framework):
+    """o written into out (odd sizes, a pool with a padding slot): the float64 recurrence in
+    the rows that run, out's own values in the padding sequence's rows, out itself returned."""
+    B, T, H, HV = 3, 13, 1, 3
+    x = make_inputs(rng, B, T, H, HV, K, V)
+    pool0 = 0.5 * normal(rng, 5, HV, K, V)
+    slots = np.array([4, -1, 0], np.int32)
+    fill = normal(rng, B, T, HV, V)
+    pool, out = pool0.copy(), fill.copy()
+    args = [x[n] for n in ("q", "k", "v", "g", "beta")]
+    if framework == "torch":
+        torch = torch_or_skip()
+        args = [torch.from_numpy(a) for a in args]
+        pool, out, slots = (torch.from_numpy(a) for a in (pool, out, slots))
+    o, _ = fn(*args, state_pool=pool, state_indices=slots, out=out)
+    assert o is out
+    o, pool = np.asarray(o), np.asarray(pool)
+    live = [0, 2]
+    want_o, want_s = ref_delta_rule(*(x[n][live] for n in ("q", "k", "v", "g", "beta")),
+                                    h0=pool0[[4, 0]])
+    assert_close(o[live], want_o)
+    assert_close(pool[[4, 0]], want_s)
+    assert np.array_equal(o[1], fill[1])                       # padding: not written
+    assert np.array_equal(pool[[1, 2, 3]], pool0[[1, 2, 3]])
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+def test_conv_update_into_out_matches_float64(rng, in_place):
+    """One token per sequence into out (or over x): the float64 conv in the rows that run, the
+    padding row keeps out's (x's) values."""
+    B, C, W = 3, 13, 4
+    x, w, bias = normal(rng, B, C), normal(rng, C, W), normal(rng, C)
+    pool0 = normal(rng, 5, C, W - 1)
+    pool, slots = pool0.copy(), np.array([4, -1, 1], np.int32)
+    x_before = x.copy()
+    out = x if in_place else normal(rng, B, C)
+    out_before = out.copy()
+    y = gdn.causal_conv1d_update(x, pool, w, bias, "silu", conv_state_indices=slots, out=out)
+    assert y is out
+    live, rows = [0, 2], [4, 1]
+    want_y, want_state = ref_conv_states(x_before[live][:, :, None], w, bias, pool0[rows],
+                                         activation="silu")
+    assert_close(y[live], want_y[:, :, 0])
+    assert_close(pool[rows], want_state)
+    assert np.array_equal(y[1], out_before[1])
