@@ -3,6 +3,9 @@
 # time is scarce. Parts, in order (GDN_SESSION_PARTS picks some; default all):
 #   cuda_test    the fast-mode CUDA test (tests/test_cuda_fast.c)
 #   bench        `gdn bench` prefill rows, both precision modes
+#   variants     `gdn bench` fast prefill rows under each state-pass override (GDN_BENCH_VARIANTS:
+#                space-separated env assignments joined by commas, e.g. "GDN_CUDA_FUSED=0
+#                GDN_CUDA_STATE_PASS=wgmma,GDN_CUDA_FUSED=0"; default those two and wgmma fused)
 #   pytest       the Python GPU tests (HF transformers model, torch custom ops and CUDA graphs,
 #                FLA parity, precision against FLA); GDN_PYTEST_TIMEOUT seconds (default 300),
 #                GDN_PYTEST_FILES a subset (names under python/tests)
@@ -18,7 +21,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
 mkdir -p "$out"
-parts=" ${GDN_SESSION_PARTS:-cuda_test bench pytest overhead parts fla_tests fla_prefill} "
+parts=" ${GDN_SESSION_PARTS:-cuda_test bench variants pytest overhead parts fla_tests fla_prefill} "
 want() { [[ $parts == *" $1 "* ]] && echo "== $1 $(date +%T)"; }
 nvidia-smi -L
 if ls .whl/*.whl > /dev/null 2>&1; then
@@ -35,12 +38,19 @@ fast=$( (cd python && python3 setup.py -q build_ext --build-lib /tmp/gdnfast/lib
 [ -n "$fast" ] && export GDN_FASTCALL=$fast
 echo "gdn._fast: ${fast:-not built ($(tail -1 "$out/fastcall_build.log"))}"
 if want cuda_test; then
-  timeout 60 ./build/tests/test_cuda_fast > "$out/test_cuda_fast.txt" 2>&1
+  timeout 150 ./build/tests/test_cuda_fast > "$out/test_cuda_fast.txt" 2>&1
   echo "test_cuda_fast rc=$?"; grep -E "fast mode|FAIL|passed" "$out/test_cuda_fast.txt" | head -12
 fi
 if want bench; then
   timeout 40 ./build/tools/gdn bench --backend cuda --op prefill --json "$out/bench.json" \
     > "$out/bench.txt" 2>&1; tail -16 "$out/bench.txt"
+fi
+if want variants; then
+  for v in ${GDN_BENCH_VARIANTS:-GDN_CUDA_FUSED=0 GDN_CUDA_STATE_PASS=wgmma GDN_CUDA_STATE_PASS=wgmma,GDN_CUDA_FUSED=0}; do
+    echo "-- ${v//,/ }"
+    env ${v//,/ } timeout 40 ./build/tools/gdn bench --backend cuda --op prefill --precision fast \
+      > "$out/bench_${v//[=,]/_}.txt" 2>&1; tail -8 "$out/bench_${v//[=,]/_}.txt"
+  done
 fi
 if want pytest; then
   (export PYTHONPATH=${PYTHONPATH:-}:python

@@ -396,17 +396,23 @@ static void test_edges(void)
 }
 
 /* The cost model's decisions where they are known (docs/PERFORMANCE.md): a 16-bit call with
- * HV = 32 and K = V = 128 runs unsplit on mma.sync at 8192 tokens and split in two or more
- * segments on warpgroup products at 32768; few heads split on warpgroup products; f32 inputs
- * and builds without sm_90a code never use the wgmma pass. */
+ * HV = 32 and K = V = 128 runs unsplit at 8192 tokens, on the fused wgmma pass in the fast mode
+ * and on mma.sync in the high mode, and split in two or more segments on warpgroup products at
+ * 32768; few heads split on warpgroup products; f32 inputs and builds without sm_90a code never
+ * use the wgmma pass. */
 static void test_known_plans(void)
 {
     const cuda_chunk_caps *h200 = &kDevices[1].caps, *no90a = &kDevices[2].caps;
     cuda_delta_rule_plan p;
     cuda_chunk_shape s = shape(1, 8192, 16, 32, 128, 128, 2, false);
     cuda_delta_rule_plan_make(&s, h200, &kNoEnv, &p);
-    CHECK(p.chunked && !p.chunk.wg && !p.chunk.split && p.chunk.direct_keys,
-          "8192 x 32 heads: unsplit mma.sync pass (wg %d split %d)", (int)p.chunk.wg,
+    CHECK(p.chunked && p.chunk.wg && p.chunk.fused && !p.chunk.split && p.chunk.direct_keys,
+          "8192 x 32 heads, fast: unsplit fused pass (wg %d fused %d split %d)", (int)p.chunk.wg,
+          (int)p.chunk.fused, (int)p.chunk.split);
+    s.split_operands = true;
+    cuda_delta_rule_plan_make(&s, h200, &kNoEnv, &p);
+    CHECK(p.chunked && !p.chunk.wg && !p.chunk.fused && !p.chunk.split && p.chunk.direct_keys,
+          "8192 x 32 heads, high: unsplit mma.sync pass (wg %d split %d)", (int)p.chunk.wg,
           (int)p.chunk.split);
     s.T = 32768;
     cuda_delta_rule_plan_make(&s, h200, &kNoEnv, &p);
@@ -438,9 +444,10 @@ static void test_env(void)
     setenv("GDN_CUDA_SEGMENT_CHUNKS", "3", 1);
     setenv("GDN_CUDA_KEY_TILES", "copy", 1);
     setenv("GDN_CUDA_STITCH_COLS", "16", 1);
+    setenv("GDN_CUDA_FUSED", "0", 1);
     cuda_chunk_env_read(&e);
     CHECK(e.state_pass == 1 && e.wg_maps == 2 && e.wg_out == 1 && e.segment_chunks == 3 &&
-              e.key_copies && e.stitch_cols == 16,
+              e.key_copies && e.stitch_cols == 16 && e.no_fused,
           "env: pass %d widths %d,%d segc %lld copies %d stitch %d", e.state_pass, e.wg_maps,
           e.wg_out, (long long)e.segment_chunks, (int)e.key_copies, e.stitch_cols);
     setenv("GDN_CUDA_STATE_PASS", "wgmma", 1);
@@ -461,6 +468,7 @@ static void test_env(void)
     unsetenv("GDN_CUDA_SEGMENT_CHUNKS");
     unsetenv("GDN_CUDA_KEY_TILES");
     unsetenv("GDN_CUDA_STITCH_COLS");
+    unsetenv("GDN_CUDA_FUSED");
     cuda_chunk_env_read(&e);
     CHECK(memcmp(&e, &kNoEnv, sizeof e) == 0, "env: nothing set, nothing forced");
 
@@ -468,8 +476,14 @@ static void test_env(void)
     cuda_delta_rule_plan p;
     cuda_chunk_shape s = shape(8, 4096, 16, 32, 128, 128, 2, false); /* many blocks */
     memset(&e, 0, sizeof e);
+    e.no_fused = true; /* (the fast mode's fused pass runs on wgmma) */
     cuda_delta_rule_plan_make(&s, h100, &e, &p);
-    CHECK(p.chunked && !p.chunk.wg && !p.chunk.split, "many blocks: unsplit mma.sync pass");
+    CHECK(p.chunked && !p.chunk.wg && !p.chunk.split && !p.chunk.fused,
+          "many blocks, not fused: unsplit mma.sync pass");
+    e.no_fused = false;
+    cuda_delta_rule_plan_make(&s, h100, &e, &p);
+    CHECK(p.chunked && p.chunk.wg && !p.chunk.split && p.chunk.fused,
+          "many blocks, fast: unsplit fused pass");
     e.state_pass = 2;
     cuda_delta_rule_plan_make(&s, h100, &e, &p);
     CHECK(p.chunk.wg && !p.chunk.split && p.chunk.nw_maps == 1, "wgmma forced");
@@ -525,21 +539,33 @@ static void test_shape_of(void)
  * value head (nothing else differs: the plans are the same). */
 static void test_fast_mode_workspace(void)
 {
-    for (int d = 0; d < NDEV; d++) {
-        cuda_chunk_shape s = shape(1, 8192, 16, 32, 128, 128, 2, false);
+    int fused_seen = 0;
+    for (int i = 0; i < 2 * NDEV; i++) { /* many heads unsplit, few split */
+        const int d = i % NDEV;
+        cuda_chunk_shape s = i < NDEV ? shape(1, 8192, 16, 32, 128, 128, 2, false)
+                                      : shape(1, 32768, 2, 4, 128, 128, 2, false);
         if (!cuda_chunk_fits(&s, &kDevices[d].caps, NULL, 0))
             continue;
         cuda_chunk_plan fast, high;
         cuda_chunk_plan_make(&s, &kDevices[d].caps, &kNoEnv, &fast);
         s.split_operands = true;
         cuda_chunk_plan_make(&s, &kDevices[d].caps, &kNoEnv, &high);
-        const size_t wl = (size_t)high.nc * 32 * (size_t)tc_key_block(high.d.KP, 2);
+        const size_t wl = (size_t)high.nc * s.HV * (size_t)tc_key_block(high.d.KP, 2);
         CHECK(fast.ws.Wl.bytes == 0 && high.ws.Wl.bytes == wl, "%s: W lo %zu / %zu bytes",
               kDevices[d].name, fast.ws.Wl.bytes, high.ws.Wl.bytes);
-        CHECK(high.ws.total - fast.ws.total == wl && fast.segc == high.segc &&
-                  fast.split == high.split && fast.wg == high.wg,
+        /* the fused pass's factors ew: the fast mode's on the wgmma pass alone */
+        const size_t ew = (size_t)high.nc * s.HV * CK_CHUNK * sizeof(float);
+        fused_seen += fast.fused;
+        CHECK(!high.fused && fast.fused == (fast.wg && fast.direct_keys) &&
+                  fast.ws.ew.bytes == (fast.fused ? ew : 0) && high.ws.ew.bytes == 0,
+              "%s: fused %d / %d, ew %zu bytes", kDevices[d].name, fast.fused, high.fused,
+              fast.ws.ew.bytes);
+        const size_t ew_padded = (fast.ws.ew.bytes + 255) / 256 * 256;
+        CHECK(high.ws.total + ew_padded - fast.ws.total == wl && fast.segc == high.segc &&
+                  fast.split == high.split,
               "%s: fast %zu, high %zu bytes", kDevices[d].name, fast.ws.total, high.ws.total);
     }
+    CHECK(fused_seen > 0, "no device's plan of a few-head row runs the fused pass");
 }
 
 int main(void)

@@ -74,9 +74,12 @@ struct alignas(16) ck_tokens {
 // the state pass's stage (swizzled or padded rows, U in 32-column tiles, f32), and W's lo part
 // in Wl. The 16-bit path's Qd and Kd are per (chunk, key head) instead (key_slot): the value
 // heads of a key head share them, and only the first of them writes them. The f32 path uses
-// neither eg, ek nor Wl. The preparations write them, the state passes read them.
+// neither eg, ek nor Wl. The fast mode's fused pass (chunk_state_wg's FUSED) reads no W and U:
+// its preparation writes T diag(beta) in Aq's lo part (which the fast mode leaves free) and the
+// factors ew [nc, HV, 64] exp(G_i) / ||k_i||. The preparations write them, the state passes read
+// them.
 struct alignas(16) ck_work {
-    float *gl, *eg, *ek;
+    float *gl, *eg, *ek, *ew;
     void *W, *Qd, *Kd, *Wl, *U, *Aq;
 };
 
@@ -114,6 +117,7 @@ struct alignas(16) chunk_prep_tc_args {
     float scale;
     int VP, ldv;                // V rounded up to 32; the v tile's row stride
     bool direct_keys;
+    bool fused;                 // T diag(beta) and ew for the fused pass, no W and U
     ck_work work;
 };
 
@@ -143,7 +147,8 @@ struct chunk_pass_args { // 128-byte aligned (CUtensorMap)
     float *maps;                // [nslots, HV, KP, KP + VP] f32: a segment's [M | N] (split)
     ck_work work;
     bool direct_keys;
-    CUtensorMap qmap, kmap;
+    bool fused;                 // chunk_state_wg makes V' from v (vmap) and T diag(beta)
+    CUtensorMap qmap, kmap, vmap;
 };
 
 // stitch_starts, one block per (sequence, value head, cols value columns).

@@ -72,6 +72,17 @@ __device__ __forceinline__ void zero_key_rows(unsigned char *blk, int len, int t
             make_uint4(0u, 0u, 0u, 0u);
 }
 
+// Rows len..63 of n swizzled 64-token panels `step` bytes apart (tile_at's, 128-byte rows) to
+// zero, by nthreads threads from tid: the fused pass's K panels (between Q's) and v panels.
+__device__ __forceinline__ void zero_panel_rows(unsigned char *blk, int step, int n, int len,
+                                                int tid, int nthreads)
+{
+    const int per = (kC - len) * 8; // 16-byte pieces past row len in a panel
+    for (int i = tid; i < n * per; i += nthreads)
+        *reinterpret_cast<uint4 *>(blk + (i / per) * step + len * 128 + 16 * (i % per)) =
+            make_uint4(0u, 0u, 0u, 0u);
+}
+
 // `bytes` (a multiple of 16, both ends 16-byte aligned) from src to the shared address dst:
 // one bulk copy on bar (the calling thread alone), or every thread's cp.async.
 template <bool BULK>

@@ -45,6 +45,8 @@ void cuda_chunk_env_read(cuda_chunk_env *e)
     const char *cols = getenv("GDN_CUDA_STITCH_COLS");
     const int c = cols ? atoi(cols) : 0;
     e->stitch_cols = c == 8 || c == 16 ? c : 0;
+    const char *fused = getenv("GDN_CUDA_FUSED");
+    e->no_fused = fused && strcmp(fused, "0") == 0;
 }
 
 /* ---- shapes ---------------------------------------------------------------------------------- */
@@ -173,9 +175,10 @@ static bool two_segments_pay(const cuda_chunk_shape *s, const cuda_chunk_caps *c
 
 /* Whether the state pass runs chunk_state_wg (else chunk_state_tc). chunk_state_wg needs 16-bit
  * inputs, K and V in {64, 128} after rounding up to 32 (V: a multiple of 64), its shared memory
- * and the sm_90a code loaded; it runs the calls that are split into segments, where it is the
- * faster pass, and not the others, where chunk_state_tc's twice as many blocks of 32 columns are
- * (docs/PERFORMANCE.md). GDN_CUDA_STATE_PASS forces one (wgmma only where it can run). */
+ * and the sm_90a code loaded; it runs every fast-mode call (fused: it makes V' itself), and in
+ * the high mode the calls that are split into segments, where it is the faster pass, and not the
+ * others, where chunk_state_tc's twice as many blocks of 32 columns are (docs/PERFORMANCE.md).
+ * GDN_CUDA_STATE_PASS forces one (wgmma only where it can run). */
 static bool use_wg(const cuda_chunk_shape *s, const cuda_chunk_caps *c, const cuda_chunk_env *e)
 {
     if (s->in_bytes != 2)
@@ -187,7 +190,9 @@ static bool use_wg(const cuda_chunk_shape *s, const cuda_chunk_caps *c, const cu
         return false;
     if (c->smem_optin < wg_layout_for((int)KP, 1).bytes || !c->wg_loaded)
         return false;
-    return e->state_pass == 2 || few_state_blocks(s, c) || two_segments_pay(s, c);
+    /* the fast mode's fused pass (no W and U in the workspace) beats chunk_state_tc everywhere */
+    const bool fused = !s->split_operands && !e->no_fused && !e->key_copies;
+    return e->state_pass == 2 || fused || few_state_blocks(s, c) || two_segments_pay(s, c);
 }
 
 /* The widths chunk_state_wg's blocks may have, in warpgroups: 2 when K and V round up to 128, so
@@ -375,6 +380,7 @@ static void workspace_layout(const cuda_chunk_shape *s, cuda_chunk_plan *p)
     w->gl = take256(&at, gdn_size_mul(nch, sizeof(float)));
     w->eg = take256(&at, mul3(nch, CK_CHUNK, sizeof(float)));
     w->ek = take256(&at, es == 2 ? mul3(nch, CK_CHUNK, sizeof(float)) : 0);
+    w->ew = take256(&at, p->fused ? mul3(nch, CK_CHUNK, sizeof(float)) : 0);
     const bool tc = es == 2; /* the 16-bit path's padded blocks (tc_key_block, ...) */
     const size_t kblk = tc ? (size_t)tc_key_block(d->KP, es) : (size_t)CK_CHUNK * d->KP * es;
     const size_t ublk = tc ? (size_t)(d->VP / CK_VT) * tc_u_tile() : (size_t)CK_CHUNK * d->VP * 4;
@@ -419,6 +425,8 @@ void cuda_chunk_plan_make(const cuda_chunk_shape *s, const cuda_chunk_caps *caps
      * running (bulk staging; the same image as chunk_state_wg's). */
     plan->direct_keys = !env->key_copies && es == 2 && round_up(s->K, 32) % CK_PANEL == 0 &&
                         caps->wg_loaded;
+    /* The fused values pass: the fast mode on the wgmma pass, q, k and v by tensor maps. */
+    plan->fused = plan->wg && plan->direct_keys && !s->split_operands && !env->no_fused;
     workspace_layout(s, plan);
 }
 

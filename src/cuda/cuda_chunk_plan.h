@@ -52,13 +52,15 @@ typedef struct cuda_chunk_caps {
  *                                   and the output pass (o); a width that cannot run is ignored
  *   GDN_CUDA_SEGMENT_CHUNKS=n       chunks a segment (n > 0 splits every 16-bit call)
  *   GDN_CUDA_KEY_TILES=copy         the preparation copies q and k to the workspace
- *   GDN_CUDA_STITCH_COLS=8|16       the stitch's block width */
+ *   GDN_CUDA_STITCH_COLS=8|16       the stitch's block width
+ *   GDN_CUDA_FUSED=0                the fast mode keeps W and U in the workspace (no fused pass) */
 typedef struct cuda_chunk_env {
     int state_pass;           /* 0: the planner's choice; 1: mma.sync; 2: wgmma */
     int wg_maps, wg_out;      /* forced warpgroups a block (0: none) */
     int64_t segment_chunks;   /* forced chunks a segment (<= 0: none) */
     bool key_copies;          /* no direct keys */
     int stitch_cols;          /* 8 or 16 (0: the planner's choice) */
+    bool no_fused;            /* no fused values pass (GDN_CUDA_FUSED=0) */
 } cuda_chunk_env;
 
 /* Shapes, row strides and shared-memory offsets of the kernels: the f32 path's chunk_prep (p_*)
@@ -87,6 +89,8 @@ typedef struct cuda_chunk_workspace {
     cuda_ws_region gl;          /* [nc, HV] f32: exp(G_last) */
     cuda_ws_region eg;          /* [nc, HV, 64] f32, 16-bit path: scale exp(G_i) / ||q_i|| */
     cuda_ws_region ek;          /* [nc, HV, 64] f32, 16-bit path: exp(G_last - G_i) / ||k_i|| */
+    cuda_ws_region ew;          /* [nc, HV, 64] f32, 16-bit fast mode: exp(G_i) / ||k_i|| (the
+                                   fused pass's factor of K S) */
     cuda_ws_region W, Wl;       /* W per (chunk, value head); its lo part (16-bit path) */
     cuda_ws_region Qd, Kd;      /* q, k blocks: per (chunk, value head) on the f32 path, per
                                    (chunk, key head) on the 16-bit path */
@@ -113,6 +117,9 @@ typedef struct cuda_chunk_plan {
     int stitch_cols;            /* the stitch's value columns a block (split calls: 8 or 16) */
     bool direct_keys;           /* the state passes may take q and k from the inputs by tensor
                                    maps (if the maps can be made; else the preparation copies) */
+    bool fused;                 /* the fast mode's wgmma pass makes V' itself from v and the
+                                   preparation's T diag(beta) (if the maps of q, k and v can be
+                                   made; else the preparation writes W and U as planned) */
     cuda_chunk_workspace ws;
 } cuda_chunk_plan;
 

@@ -283,6 +283,36 @@ __device__ __forceinline__ void copy_key_tiles(const chunk_prep_tc_args &p, int6
     }
 }
 
+// The fused pass's T diag(beta) (fast mode: rounded once to the inputs' type) to the lo part of
+// chunk ch's Aq block, in the swizzled layout of Aqk (the pass stages both at once). Warp w the
+// rows 16 (w % 4).. and columns 32 (w / 4).., 16 bytes a lane through its scratch. Needs T whole
+// (its blocks above the diagonal zero).
+template <class P>
+__device__ __forceinline__ void store_t_beta(const chunk_prep_tc_args &p, int64_t ch,
+                                             const float *Tm, int ld, const float *Bs,
+                                             unsigned char *scratch)
+{
+    using E = typename P::st;
+    constexpr int ldq = tc_ld(kC, sizeof(E));
+    constexpr bool qswz = tc_swizzled(kC, sizeof(E));
+    E *at = reinterpret_cast<E *>(static_cast<unsigned char *>(p.work.Aq) +
+                                  ch * tc_aq_block(2) + tc_aq_part(2));
+    const int warp = threadIdx.x >> 5, m0 = 16 * (warp & 3);
+#pragma unroll
+    for (int b = 2 * (warp >> 2); b < 2 * (warp >> 2) + 2; b++) {
+        unsigned hw[2][2];
+#pragma unroll
+        for (int j = 0; j < 2; j++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int r = m0 + acc_row(2 * h), c = acc_col(2 * b + j, 2 * h);
+                const float2 t = *reinterpret_cast<const float2 *>(Tm + r * ld + c);
+                hw[j][h] = P::pack(t.x * Bs[c], t.y * Bs[c + 1]);
+            }
+        store_block16<qswz>(at, ldq, m0, 16 * b, hw, scratch);
+    }
+}
+
 template <class P, int KP>
 __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const chunk_prep_tc_args p)
 {
@@ -320,7 +350,8 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const chunk_pre
         // flight while the gates load
         stage_rows16<E>(Ks, L.ldk, a.k, s.row, t0, kh, len, KP);
         stage_rows16<E>(Qs, L.ldk, a.q, s.row, t0, kh, len, KP);
-        stage_rows16<E>(Vs, p.ldv, a.v, s.row, t0, hv, len, VP);
+        if (!p.fused) // (the fused pass reads v itself)
+            stage_rows16<E>(Vs, p.ldv, a.v, s.row, t0, hv, len, VP);
         stage_gates(p.in, ct, hv, Gs, Bs);
         cp_async_wait_all();
     } else {
@@ -332,8 +363,9 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const chunk_pre
                        KP);
             load_row16(Qs + i * L.ldk, a.q, tok_off(a.q, s.row, tok, kh), valid, (int)p.shape.K,
                        KP);
-            load_row16(Vs + i * p.ldv, a.v, tok_off(a.v, s.row, tok, hv), valid, (int)p.shape.V,
-                       VP);
+            if (!p.fused)
+                load_row16(Vs + i * p.ldv, a.v, tok_off(a.v, s.row, tok, hv), valid,
+                           (int)p.shape.V, VP);
         }
     }
     __syncthreads();
@@ -348,6 +380,8 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const chunk_pre
         Sw[tid] = Bs[tid] * eg * Ik[tid]; // (they scale T's columns)
         p.work.eg[ch * kC + tid] = p.scale * eg * Iq[tid];
         p.work.ek[ch * kC + tid] = expf(Gs[kC - 1] - Gs[tid]) * Ik[tid];
+        if (p.fused)
+            p.work.ew[ch * kC + tid] = eg * Ik[tid];
         if (tid == 0)
             p.work.gl[ch] = expf(Gs[kC - 1]);
         if constexpr (P::is_f16) { // their largest magnitude per warp, at Sw[64 + warp]
@@ -423,6 +457,10 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const chunk_pre
     }
     __syncthreads();
     inverse_merge32(Am, Tm, Xs, L.ldf);
+    if (p.fused) {
+        store_t_beta<P>(p, ch, Tm, L.ldf, Bs, reinterpret_cast<unsigned char *>(scratch));
+        return;
+    }
     { // W = T diag(beta e^G / ||k||) K (warps 0-3) and U = T diag(beta) V (warps 4-7), warp w
       // rows 16 (w % 4).., all columns: each warp builds its T fragments once. With long memory
       // the state pass's V' = U - W S is a small difference of large terms, so the cancellation

@@ -44,6 +44,70 @@ __device__ __forceinline__ void wg_lo_products_done(float *d)
 static_assert(kC * kWgCols * 4 <= kWgUBytes && kC * (kWgCols + 8) * 2 <= kWgUBytes,
               "the output tile (f32, or 16-bit rows of kWgCols + 8) fits in U's place");
 
+// Chunk ch's stage for the fused pass (thread 0 only; ready when bar's phase completes): K's
+// panels where W's go (so that [K; Q] is one right operand, and the update reads K there), T
+// diag(beta) in Aqk's lo part, ew in W lo's place, the update's row factors, v's NW panels of
+// this block's columns from v0 in U's place unless !u_in (a map's M columns), and for the output
+// pass Q, Aqk and the output's row factors.
+template <int KP, bool OUT, int NW>
+__device__ __forceinline__ void stage_chunk_fused(const chunk_pass_args &p, unsigned stage,
+                                                  unsigned bar, int64_t ch, const key_at &at,
+                                                  int64_t hv, int v0, bool u_in)
+{
+    constexpr int kb = KP * kPanel * 2, ap = tc_aq_part(2);
+    constexpr wg_layout L = wg_layout_for(KP, NW);
+    const unsigned char *aq = static_cast<const unsigned char *>(p.work.Aq) + ch * tc_aq_block(2);
+    mbar_expect(bar, (OUT ? 2 : 1) * kb + (u_in ? NW * kPanelBytes : 0) + (OUT ? 2 : 1) * ap +
+                         (OUT ? 3 : 2) * kC * 4);
+    stage_key_panels<KP>(stage + L.wq, 2 * kPanelBytes, &p.kmap, at, bar);
+    if (OUT)
+        stage_key_panels<KP>(stage + L.wq + kPanelBytes, 2 * kPanelBytes, &p.qmap, at, bar);
+    if (u_in)
+#pragma unroll
+        for (int w = 0; w < NW; w++)
+            tensor_copy_4d_g2s(stage + L.u + w * kWgUBytes, &p.vmap, v0 + w * kWgCols, (int)hv,
+                               (int)at.tok, (int)at.row, bar);
+    stage_part<true>(stage + L.a + (OUT ? 0 : ap), aq + (OUT ? 0 : ap), OUT ? 2 * ap : ap, bar);
+    stage_part<true>(stage + L.wl, p.work.ew + ch * kC, kC * 4, bar);
+    stage_part<true>(stage + L.ek, p.work.ek + ch * kC, kC * 4, bar);
+    if (OUT)
+        stage_part<true>(stage + L.eg, p.work.eg + ch * kC, kC * 4, bar);
+}
+
+// The fused pass's V' (fast mode): with S^T K^T in acc[0..31] (value rows x chunk rows), W'^T =
+// v^T - (S^T K^T) diag(ew) (v's panel at vt, zero for a map's M columns), rounded once to the
+// inputs' type, then acc[0..31] = -V'^T = -W'^T (T diag(beta))^T on the warpgroup's products
+// (T diag(beta) at the shared address tb, swizzled as Aqk). V' = U - W S = T diag(beta) (v -
+// diag(e^G / ||k||) K S): the difference is taken in f32 before any rounding, so long memory's
+// cancellation loses nothing to it (docs/DESIGN.md).
+template <class P>
+__device__ __forceinline__ void fused_new_values(float *acc, const typename P::st *vt, bool v_in,
+                                                 const float *ew, unsigned tb, int vr, int t)
+{
+    unsigned wf[4][4];
+#pragma unroll
+    for (int ks = 0; ks < 4; ks++)
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const int i = 8 * ks + 2 * q, c = 16 * ks + 8 * (q >> 1) + 2 * t, v = vr + 8 * (q & 1);
+            const float2 f = *reinterpret_cast<const float2 *>(ew + c);
+            float x = -f.x * acc[i], y = -f.y * acc[i + 1];
+            if (v_in) {
+                x += to_f32(vt[tile_at<true>(c, v, kPanel)]);
+                y += to_f32(vt[tile_at<true>(c + 1, v, kPanel)]);
+            }
+            wf[ks][q] = P::pack(x, y);
+        }
+#pragma unroll
+    for (int i = 0; i < 32; i++)
+        acc[i] = 0.0f;
+    wg_fence();
+#pragma unroll
+    for (int ks = 0; ks < 4; ks++)
+        wg_mma<P::is_f16, -1, 0, 64>(acc, wf[ks], wg_desc(tb + ks * 32, 16, 1024));
+    wg_commit_wait();
+}
+
 // Chunk ch's stage for chunk_state_wg (thread 0 only; ready when bar's phase completes): W,
 // W lo (SPLIT), K and the update's row factors always, U's 2 NW tiles of this block's columns from v0
 // unless !u_in (a map's M columns), Q, Aqk (its lo part: SPLIT) and the output's row factors
@@ -165,11 +229,12 @@ __device__ __forceinline__ void store_out_wg(const gdn_tensor &out, unsigned cha
 // K + V columns of [M | N]). NW = 2 runs only for KP = VP = 128 (wg_width_max), where M and N
 // have two tiles each: a block's two tiles are both of M or both of N, of one head and segment
 // (so both warpgroups return together below), and their U tiles are adjacent.
-template <class P, int KP, bool OUT, int NW>
+template <class P, int KP, bool OUT, int NW, bool FUSED>
 __global__ void __launch_bounds__(NW *kWgThreads, 1)
     chunk_state_wg(const __grid_constant__ chunk_pass_args p)
 {
     static_assert(NW == 1 || (NW == 2 && KP == 128), "two warpgroups only for K = V = 128");
+    static_assert(!FUSED || !P::split, "the fused pass is the fast mode's");
 #ifdef GDN_WGMMA
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     constexpr wg_layout L = wg_layout_for(KP, NW);
@@ -214,9 +279,15 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1)
     auto stage_into = [&](int i, int64_t jj) { // the segment's chunk jj (thread 0's v0 is the
         const int64_t c = first + jj;              // block's first column)
         const key_at at{kh, s.t0 + kC * (c0 + jj), s.row};
-        if (threadIdx.x == 0)
-            stage_chunk_wg<KP, OUT, NW, P::split>(p, sbase + i * L.stage, bar0 + 8 * i, c * p.shape.HV + hv,
-                                        key_slot(p.shape, c, kh), at, v0, !m_cols);
+        if (threadIdx.x != 0)
+            return;
+        if constexpr (FUSED)
+            stage_chunk_fused<KP, OUT, NW>(p, sbase + i * L.stage, bar0 + 8 * i,
+                                           c * p.shape.HV + hv, at, hv, v0, !m_cols);
+        else
+            stage_chunk_wg<KP, OUT, NW, P::split>(p, sbase + i * L.stage, bar0 + 8 * i,
+                                                  c * p.shape.HV + hv, key_slot(p.shape, c, kh),
+                                                  at, v0, !m_cols);
     };
     float next_decay = 0.0f;
     if (nch > 0) {
@@ -236,7 +307,15 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1)
         mbar_wait(bar0 + 8 * (unsigned)(j & 1), (unsigned)(j >> 1) & 1u);
         const bool zero = p.direct_keys && len < kC; // (the products read K by the async proxy)
         if (zero) {
-            zero_key_rows<KP>(smem + (j & 1) * L.stage + L.k, len, threadIdx.x, NW * kWgThreads);
+            unsigned char *st = smem + (j & 1) * L.stage;
+            if constexpr (FUSED) { // K's panels between Q's; v's rows too (0 x Inf)
+                zero_panel_rows(st + L.wq, 2 * kPanelBytes, KP / kPanel, len, threadIdx.x,
+                                NW * kWgThreads);
+                if (!m_cols)
+                    zero_panel_rows(st + L.u, kWgUBytes, NW, len, threadIdx.x, NW * kWgThreads);
+            } else {
+                zero_key_rows<KP>(st + L.k, len, threadIdx.x, NW * kWgThreads);
+            }
             fence_proxy_async();
         }
         // chunk j is in; every thread is done with chunk j - 1 (its products waited for, its
@@ -279,7 +358,11 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1)
         float acc[NA];
 #pragma unroll
         for (int i = 0; i < NA; i++)
-            acc[i] = OUT && i < 32 ? -u_at(i) * P::lo_scale : 0.0f;
+            acc[i] = OUT && !FUSED && i < 32 ? -u_at(i) * P::lo_scale : 0.0f;
+        // (FUSED: [K; Q] in [W; Q]'s place, and V' from v and T diag(beta) after the products)
+        const unsigned tb = sst + L.a + tc_aq_part(2);
+        const auto *vt = reinterpret_cast<const typename P::st *>(stg + L.u + wg * kWgUBytes);
+        const float *ew = reinterpret_cast<const float *>(stg + L.wl);
         // k-step ks's 16 columns: in panel ks / 4 of W lo (wl); W's panel ks / 4 is panel
         // 2 (ks / 4) of wq, with Q's next to it
         auto at = [](int ks) { return (unsigned)((ks >> 2) * kPanelBytes + (ks & 3) * 32); };
@@ -305,21 +388,27 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1)
         }
         if constexpr (OUT) {
             wg_commit_wait();
+            if constexpr (FUSED)
+                fused_new_values<P>(acc, vt, true, ew, tb, vr, t);
         } else {
             wg_hold<NA>(acc);
             wg_commit();
             float u[32];
+            if constexpr (!FUSED)
 #pragma unroll
-            for (int i = 0; i < 32; i++)
-                u[i] = u_at(i);
+                for (int i = 0; i < 32; i++)
+                    u[i] = u_at(i);
 #pragma unroll
             for (int i = 0; i < NS; i++) // S's fragments, not S, are the products' operands
                 S[i] *= decay * P::lo_scale; // (the update's lo products come first, below)
             wg_wait_all();
             wg_hold<NA>(acc);
+            if constexpr (FUSED)
+                fused_new_values<P>(acc, vt, !m_cols, ew, tb, vr, t);
+            else
 #pragma unroll
-            for (int i = 0; i < 32; i++)
-                acc[i] -= u[i];
+                for (int i = 0; i < 32; i++)
+                    acc[i] -= u[i];
         }
         // V'^T as A fragments over the chunk's rows: as hi + lo for Aqk V' (output pass), and
         // scaled by the update's factor as hi + lo
@@ -347,7 +436,10 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1)
 #pragma unroll
             for (int i = 0; i < NS; i++)
                 S[i] *= decay * P::lo_scale; // (scaled: as the products above)
-        auto k_desc = [&](int ks) { return wg_desc(sst + L.k + ks * 2048, kPanelBytes, 1024); };
+        auto k_desc = [&](int ks) { // (FUSED: K's panels are W's, between Q's)
+            return FUSED ? wg_desc(sst + L.wq + ks * 2048, 2 * kPanelBytes, 1024)
+                         : wg_desc(sst + L.k + ks * 2048, kPanelBytes, 1024);
+        };
         wg_fence();
 #pragma unroll
         for (int ks = 0; ks < 4; ks++) {
@@ -403,15 +495,25 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1)
 
 // One of chunk_state_wg's passes (OUT: the output pass, else the maps) with NW warpgroups a
 // block: a block per NW x 64 columns of [M | N] (maps) or of V, head and segment slot.
-template <class P, int KP, bool OUT, int NW>
-void launch_state_wg(const chunk_pass_args &k, int64_t nslots, cudaStream_t stream)
+template <class P, int KP, bool OUT, int NW, bool FUSED>
+void launch_state_wg_as(const chunk_pass_args &k, int64_t nslots, cudaStream_t stream)
 {
     constexpr int bytes = wg_layout_for(KP, NW).bytes, cols = NW * kWgCols;
     const int64_t tiles = (OUT ? 0 : KP / cols) + k.VP / cols;
-    cudaFuncSetAttribute(chunk_state_wg<P, KP, OUT, NW>,
+    cudaFuncSetAttribute(chunk_state_wg<P, KP, OUT, NW, FUSED>,
                          cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-    chunk_state_wg<P, KP, OUT, NW><<<(unsigned)(tiles * k.shape.HV * nslots), NW * kWgThreads,
-                                     bytes, stream>>>(k);
+    chunk_state_wg<P, KP, OUT, NW, FUSED>
+        <<<(unsigned)(tiles * k.shape.HV * nslots), NW * kWgThreads, bytes, stream>>>(k);
+}
+
+// The fused pass where the arguments ask for it (the fast mode only), else W and U's.
+template <class P, int KP, bool OUT, int NW>
+void launch_state_wg(const chunk_pass_args &k, int64_t nslots, cudaStream_t stream)
+{
+    if constexpr (!P::split)
+        if (k.fused)
+            return launch_state_wg_as<P, KP, OUT, NW, true>(k, nslots, stream);
+    launch_state_wg_as<P, KP, OUT, NW, false>(k, nslots, stream);
 }
 
 // launch_state_wg with nw warpgroups a block: 2 only where plan_state chose it, which
@@ -447,7 +549,7 @@ bool chunk_state_wg_loaded()
         return false;
     if (!known[dev]) {
         cudaFuncAttributes fa;
-        const bool ok = cudaFuncGetAttributes(&fa, chunk_state_wg<prec_bf16, 128, true, 1>) ==
+        const bool ok = cudaFuncGetAttributes(&fa, chunk_state_wg<prec_bf16, 128, true, 1, false>) ==
                             cudaSuccess &&
                         fa.ptxVersion >= 90 && fa.binaryVersion == 90;
         cudaGetLastError();

@@ -111,6 +111,7 @@ ck_work work_of(const cuda_chunk_workspace &w, void *workspace)
     a.gl = reinterpret_cast<float *>(base + w.gl.off);
     a.eg = reinterpret_cast<float *>(base + w.eg.off);
     a.ek = reinterpret_cast<float *>(base + w.ek.off);
+    a.ew = reinterpret_cast<float *>(base + w.ew.off);
     a.W = base + w.W.off, a.Qd = base + w.Qd.off, a.Kd = base + w.Kd.off;
     a.Wl = base + w.Wl.off, a.U = base + w.U.off, a.Aq = base + w.Aq.off;
     return a;
@@ -168,12 +169,15 @@ void run_16bit(const gdn_delta_rule_problem *p, const cuda_chunk_plan &plan, con
     pass.work = c.work;
     pass.direct_keys = plan.direct_keys && key_panel_map(&pass.qmap, p->a.q) &&
                        key_panel_map(&pass.kmap, p->a.k);
+    // the fused pass reads v's panels by a map too; without them the fast mode runs W and U's
+    pass.fused = plan.fused && fast && pass.direct_keys && key_panel_map(&pass.vmap, p->a.v);
 
     chunk_prep_tc_args prep{};
     prep.in = tokens_of(p->a);
     prep.seqs = c.seqs, prep.shape = c.shape, prep.scale = (float)p->scale;
     prep.VP = plan.d.VP, prep.ldv = plan.d.ldv;
     prep.direct_keys = pass.direct_keys; // no key copies where the passes read the inputs
+    prep.fused = pass.fused;
     prep.work = c.work;
     launch_chunk_prep_tc(dt, fast, KP, prep, plan.nc, plan.d.prep_tc_bytes, stream);
 
