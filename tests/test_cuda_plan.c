@@ -32,12 +32,12 @@ typedef struct device {
 } device;
 
 static const device kDevices[] = {
-    {"H100", {132, 232448, 3.35e12, true}},
-    {"H200", {132, 232448, 4.8e12, true}},
-    {"H100 without sm_90a code", {132, 232448, 3.35e12, false}},
-    {"A100", {108, 166912, 2.04e12, false}},
-    {"small", {16, 101376, 0.0, false}},
-    {"nothing known, 48 KiB", {0, 49152, 0.0, false}},
+    {"H100", {132, 232448, 3.35e12, true, true}},
+    {"H200", {132, 232448, 4.8e12, true, true}},
+    {"H100 without sm_90a code", {132, 232448, 3.35e12, false, true}},
+    {"A100", {108, 166912, 2.04e12, false, true}},
+    {"small", {16, 101376, 0.0, false, true}},
+    {"nothing known, 48 KiB", {0, 49152, 0.0, false, false}},
 };
 #define NDEV (int)(sizeof kDevices / sizeof kDevices[0])
 
@@ -50,6 +50,7 @@ static cuda_chunk_shape shape(int64_t N, int64_t T, int64_t H, int64_t HV, int64
     s.in_bytes = in_bytes, s.out_bytes = in_bytes;
     s.varlen = varlen;
     s.algorithm = GDN_ALGO_AUTO;
+    s.qk_mappable = s.v_mappable = in_bytes == 2;
     return s;
 }
 
@@ -69,8 +70,8 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static void check_workspace(const cuda_chunk_shape *s, const cuda_chunk_plan *p, const char *what)
 {
     const cuda_chunk_workspace *w = &p->ws;
-    const cuda_ws_region *r[] = {&w->chunk_off, &w->gl, &w->eg, &w->ek, &w->W,       &w->Wl,
-                                 &w->Qd,        &w->Kd, &w->U,  &w->Aq, &w->seg_off, &w->maps};
+    const cuda_ws_region *r[] = {&w->chunk_off, &w->gl, &w->eg, &w->ek, &w->ew, &w->W, &w->Wl,
+                                 &w->Qd, &w->Kd, &w->U, &w->Aq, &w->seg_off, &w->maps};
     const int nr = (int)(sizeof r / sizeof r[0]);
     size_t end = 0;
     for (int i = 0; i < nr; i++) {
@@ -86,15 +87,19 @@ static void check_workspace(const cuda_chunk_shape *s, const cuda_chunk_plan *p,
     const size_t es = (size_t)s->in_bytes, KP = (size_t)p->d.KP, VP = (size_t)p->d.VP;
     const size_t nch = (size_t)p->nc * (size_t)s->HV, seqs = (size_t)s->N + 1;
     const size_t kblk = tc ? (size_t)tc_key_block((int)KP, 2) : CK_CHUNK * KP * es;
+    /* the fused pass reads no W and U, the direct keys no Qd and Kd */
+    const size_t nqk = p->direct_keys ? 0 : (tc ? (size_t)p->nc * (size_t)s->H : nch);
     const size_t need[] = {seqs * 8,
                            nch * 4,
                            nch * CK_CHUNK * 4,
                            tc ? nch * CK_CHUNK * 4 : 0,
-                           nch * kblk,
+                           p->fused ? nch * CK_CHUNK * 4 : 0,
+                           p->fused ? 0 : nch * kblk,
                            tc && s->split_operands ? nch * kblk : 0,
-                           (tc ? (size_t)p->nc * (size_t)s->H : nch) * kblk,
-                           (tc ? (size_t)p->nc * (size_t)s->H : nch) * kblk,
-                           nch * (tc ? VP / CK_VT * (size_t)tc_u_tile() : CK_CHUNK * VP * 4),
+                           nqk * kblk,
+                           nqk * kblk,
+                           p->fused ? 0 : nch * (tc ? VP / CK_VT * (size_t)tc_u_tile()
+                                                    : CK_CHUNK * VP * 4),
                            nch * (tc ? (size_t)tc_aq_block(2) : CK_CHUNK * CK_CHUNK * es),
                            seqs * 8,
                            p->split ? (size_t)p->nslots * (size_t)s->HV * KP * (KP + VP) * 4 : 0};
@@ -179,7 +184,11 @@ static void check_chunk_plan(const cuda_chunk_shape *s, const cuda_chunk_caps *c
               "%s: unsplit, stitch columns %d, segc %lld", what, p->stitch_cols,
               (long long)p->segc);
     if (p->direct_keys)
-        CHECK(s->in_bytes == 2 && KP % CK_PANEL == 0 && c->wg_loaded, "%s: direct keys", what);
+        CHECK(s->in_bytes == 2 && KP % CK_PANEL == 0 && c->wg_loaded && c->tensor_maps &&
+                  s->qk_mappable,
+              "%s: direct keys", what);
+    if (p->fused)
+        CHECK(p->wg && p->direct_keys && s->v_mappable && !s->split_operands, "%s: fused", what);
     const int prep = s->in_bytes == 2 ? p->d.prep_tc_bytes : p->d.prep_bytes;
     const int pass = s->in_bytes == 2 ? p->d.tc_bytes : p->d.state_bytes;
     CHECK(prep + 16 <= c->smem_optin && pass + 16 <= c->smem_optin,
@@ -268,6 +277,8 @@ static void test_random(rng *r)
         s.out_bytes = rng_int(r, 0, 1) ? 2 : 4;
         s.slots = rng_int(r, 0, 1);
         s.split_operands = s.in_bytes == 2 && rng_int(r, 0, 1);
+        s.qk_mappable = s.in_bytes == 2 && rng_int(r, 0, 3) > 0;
+        s.v_mappable = s.in_bytes == 2 && rng_int(r, 0, 3) > 0;
         s.algorithm = rng_int(r, 0, 2) == 0 ? GDN_ALGO_CHUNKED : GDN_ALGO_AUTO;
         cuda_chunk_env env;
         memset(&env, 0, sizeof env);
@@ -561,11 +572,40 @@ static void test_fast_mode_workspace(void)
               "%s: fused %d / %d, ew %zu bytes", kDevices[d].name, fast.fused, high.fused,
               fast.ws.ew.bytes);
         const size_t ew_padded = (fast.ws.ew.bytes + 255) / 256 * 256;
-        CHECK(high.ws.total + ew_padded - fast.ws.total == wl && fast.segc == high.segc &&
+        /* (the fused pass's W and U, and the direct keys' Qd and Kd, are not there at all) */
+        const size_t gone = fast.fused ? high.ws.W.bytes + high.ws.U.bytes : 0;
+        CHECK(high.ws.total + ew_padded - fast.ws.total == wl + gone && fast.segc == high.segc &&
                   fast.split == high.split,
               "%s: fast %zu, high %zu bytes", kDevices[d].name, fast.ws.total, high.ws.total);
     }
     CHECK(fused_seen > 0, "no device's plan of a few-head row runs the fused pass");
+}
+
+/* Tensors a tensor map cannot read: v (the fused pass falls back to W and U, planned with their
+ * regions), q or k (no direct keys: their copies are planned), or a driver without the encoder. */
+static void test_unmappable(void)
+{
+    const cuda_chunk_caps *h100 = &kDevices[0].caps;
+    cuda_chunk_shape s = shape(1, 32768, 2, 4, 128, 128, 2, false);
+    cuda_chunk_plan p;
+    cuda_chunk_plan_make(&s, h100, &kNoEnv, &p);
+    CHECK(p.fused && p.direct_keys && p.ws.W.bytes == 0 && p.ws.U.bytes == 0 &&
+              p.ws.Qd.bytes == 0 && p.ws.ew.bytes > 0,
+          "mappable: fused, no W, U, Qd");
+    s.v_mappable = false;
+    cuda_chunk_plan_make(&s, h100, &kNoEnv, &p);
+    CHECK(!p.fused && p.direct_keys && p.ws.W.bytes > 0 && p.ws.U.bytes > 0 && p.ws.ew.bytes == 0,
+          "v unmappable: W and U");
+    s.v_mappable = true, s.qk_mappable = false;
+    cuda_chunk_plan_make(&s, h100, &kNoEnv, &p);
+    CHECK(!p.fused && !p.direct_keys && p.ws.Qd.bytes > 0 && p.ws.Kd.bytes > 0 &&
+              p.ws.W.bytes > 0,
+          "q, k unmappable: copies, W and U");
+    s.qk_mappable = true;
+    cuda_chunk_caps no_encoder = *h100;
+    no_encoder.tensor_maps = false;
+    cuda_chunk_plan_make(&s, &no_encoder, &kNoEnv, &p);
+    CHECK(!p.fused && !p.direct_keys && p.ws.Qd.bytes > 0, "no encoder: copies");
 }
 
 int main(void)
@@ -580,6 +620,7 @@ int main(void)
     test_env();
     test_shape_of();
     test_fast_mode_workspace();
+    test_unmappable();
     test_monotone();
     test_grid(&r);
     test_random(&r);

@@ -23,7 +23,30 @@ cuda_chunk_shape cuda_chunk_shape_of(const gdn_delta_rule_problem *p)
     s.slots = p->seqs.slots != NULL;
     s.algorithm = p->a.algorithm;
     s.split_operands = s.in_bytes == 2 && p->a.precision == GDN_PRECISION_HIGH;
+    int64_t bytes[3];
+    s.qk_mappable = cuda_tensor_map_strides(&p->a.q, bytes) && cuda_tensor_map_strides(&p->a.k, bytes);
+    s.v_mappable = cuda_tensor_map_strides(&p->a.v, bytes);
     return s;
+}
+
+bool cuda_tensor_map_strides(const gdn_tensor *t, int64_t bytes[3])
+{
+    if (!t->data || t->ndim != 4 || t->stride[3] != 1 || elem_size(t->dtype) != 2 ||
+        (uintptr_t)t->data % 16 != 0)
+        return false;
+    for (int i = 0; i < 4; i++)
+        if (t->shape[i] < 1 || t->shape[i] > INT32_MAX)
+            return false;
+    const int64_t s2 = t->shape[2] > 1 ? t->stride[2] : t->shape[3];
+    const int64_t s1 = t->shape[1] > 1 ? t->stride[1] : s2 * t->shape[2];
+    const int64_t s0 = t->shape[0] > 1 ? t->stride[0] : s1 * t->shape[1];
+    const int64_t s[3] = {s2, s1, s0};
+    for (int i = 0; i < 3; i++) {
+        if (s[i] < 1 || s[i] >= ((int64_t)1 << 39) || (2 * s[i]) % 16 != 0)
+            return false;
+        bytes[i] = 2 * s[i];
+    }
+    return true;
 }
 
 void cuda_chunk_env_read(cuda_chunk_env *e)
@@ -191,7 +214,8 @@ static bool use_wg(const cuda_chunk_shape *s, const cuda_chunk_caps *c, const cu
     if (c->smem_optin < wg_layout_for((int)KP, 1).bytes || !c->wg_loaded)
         return false;
     /* the fast mode's fused pass (no W and U in the workspace) beats chunk_state_tc everywhere */
-    const bool fused = !s->split_operands && !e->no_fused && !e->key_copies;
+    const bool fused = !s->split_operands && !e->no_fused && !e->key_copies &&
+                       c->tensor_maps && s->qk_mappable && s->v_mappable;
     return e->state_pass == 2 || fused || few_state_blocks(s, c) || two_segments_pay(s, c);
 }
 
@@ -385,13 +409,14 @@ static void workspace_layout(const cuda_chunk_shape *s, cuda_chunk_plan *p)
     const size_t kblk = tc ? (size_t)tc_key_block(d->KP, es) : (size_t)CK_CHUNK * d->KP * es;
     const size_t ublk = tc ? (size_t)(d->VP / CK_VT) * tc_u_tile() : (size_t)CK_CHUNK * d->VP * 4;
     const size_t ablk = tc ? (size_t)tc_aq_block(es) : (size_t)CK_CHUNK * CK_CHUNK * es;
-    w->W = take256(&at, gdn_size_mul(nch, kblk));
+    /* the fused pass reads no W and U, the direct keys no Qd and Kd */
+    w->W = take256(&at, p->fused ? 0 : gdn_size_mul(nch, kblk));
     w->Wl = take256(&at, tc && s->split_operands ? gdn_size_mul(nch, kblk) : 0);
     /* the 16-bit path keeps one Qd / Kd block per (chunk, key head) (key_slot) */
     const size_t nqk = tc ? gdn_size_mul((size_t)p->nc, (size_t)s->H) : nch;
-    w->Qd = take256(&at, gdn_size_mul(nqk, kblk));
-    w->Kd = take256(&at, gdn_size_mul(nqk, kblk));
-    w->U = take256(&at, gdn_size_mul(nch, ublk));
+    w->Qd = take256(&at, p->direct_keys ? 0 : gdn_size_mul(nqk, kblk));
+    w->Kd = take256(&at, p->direct_keys ? 0 : gdn_size_mul(nqk, kblk));
+    w->U = take256(&at, p->fused ? 0 : gdn_size_mul(nch, ublk));
     w->Aq = take256(&at, gdn_size_mul(nch, ablk));
     w->seg_off = take256(&at, gdn_size_mul(seqs, sizeof(int64_t)));
     const size_t map = (size_t)d->KP * (d->KP + d->VP) * sizeof(float);
@@ -424,9 +449,10 @@ void cuda_chunk_plan_make(const cuda_chunk_shape *s, const cuda_chunk_caps *caps
     /* 16-bit inputs, K padded to whole 64-element panels (swizzled blocks), and the sm_90a code
      * running (bulk staging; the same image as chunk_state_wg's). */
     plan->direct_keys = !env->key_copies && es == 2 && round_up(s->K, 32) % CK_PANEL == 0 &&
-                        caps->wg_loaded;
+                        caps->wg_loaded && caps->tensor_maps && s->qk_mappable;
     /* The fused values pass: the fast mode on the wgmma pass, q, k and v by tensor maps. */
-    plan->fused = plan->wg && plan->direct_keys && !s->split_operands && !env->no_fused;
+    plan->fused = plan->wg && plan->direct_keys && s->v_mappable && !s->split_operands &&
+                  !env->no_fused;
     workspace_layout(s, plan);
 }
 

@@ -35,6 +35,8 @@ typedef struct cuda_chunk_shape {
     bool slots;               /* state_slots present (a slot may skip its sequence) */
     bool split_operands;      /* 16-bit products on hi + lo parts (GDN_PRECISION_HIGH): the
                                  workspace keeps W's lo part; the fast mode has none */
+    bool qk_mappable;         /* q and k fit a TMA tensor map (cuda_tensor_map_strides) */
+    bool v_mappable;          /* v too */
     gdn_algorithm algorithm;
 } cuda_chunk_shape;
 
@@ -44,6 +46,7 @@ typedef struct cuda_chunk_caps {
     int smem_optin;           /* shared memory a block may opt in to, bytes */
     double mem_bytes_per_s;   /* peak memory bandwidth (0: unknown) */
     bool wg_loaded;           /* chunk_state_wg's sm_90a code runs on this device */
+    bool tensor_maps;         /* the driver's tensor-map encoder is reachable */
 } cuda_chunk_caps;
 
 /* Overrides from the environment, for tests and benchmarks (cuda_chunk_env_read):
@@ -115,11 +118,11 @@ typedef struct cuda_chunk_plan {
     int64_t nslots;             /* segment slots (an upper bound for varlen calls) */
     bool split;                 /* nslots > N: maps pass, stitch, output pass */
     int stitch_cols;            /* the stitch's value columns a block (split calls: 8 or 16) */
-    bool direct_keys;           /* the state passes may take q and k from the inputs by tensor
-                                   maps (if the maps can be made; else the preparation copies) */
-    bool fused;                 /* the fast mode's wgmma pass makes V' itself from v and the
-                                   preparation's T diag(beta) (if the maps of q, k and v can be
-                                   made; else the preparation writes W and U as planned) */
+    bool direct_keys;           /* the state passes take q and k from the inputs by tensor maps
+                                   (the workspace has no copy of them) */
+    bool fused;                 /* the fast mode's wgmma pass makes V' itself from v (by a
+                                   tensor map) and the preparation's T diag(beta) (the workspace
+                                   has no W and U) */
     cuda_chunk_workspace ws;
 } cuda_chunk_plan;
 
@@ -133,6 +136,12 @@ typedef struct cuda_delta_rule_plan {
 
 /* The shape of a validated problem. */
 cuda_chunk_shape cuda_chunk_shape_of(const gdn_delta_rule_problem *p);
+
+/* Whether a 16-bit token tensor t ([B, T, heads, n]) fits the state passes' TMA tensor maps, and
+ * if so its byte strides of dims 2, 1, 0 in bytes[0..2] (a dim of one element gets the stride a
+ * packed tensor would have): last dim contiguous, every extent in 1 .. INT32_MAX, the address
+ * and the strides multiples of 16 bytes, strides below 2^40 bytes (the encoder's limits). */
+bool cuda_tensor_map_strides(const gdn_tensor *t, int64_t bytes[3]);
 
 /* The overrides the environment sets now (read on every call: tests change them between calls). */
 void cuda_chunk_env_read(cuda_chunk_env *e);

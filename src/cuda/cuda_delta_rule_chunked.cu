@@ -78,24 +78,20 @@ double memory_peak_of_current()
 }
 
 // A tensor map over a 16-bit token tensor t ([B, T, heads, n], the last dim contiguous) whose box
-// is one swizzled key panel (stage_key_panels): 64 elements x 64 tokens of one head and batch row,
-// zeros past n and past T. False where the driver's encoder cannot be reached or refuses t (its
-// address and strides must be multiples of 16 bytes): the preparation then copies the keys.
-bool key_panel_map(CUtensorMap *m, const gdn_tensor &t)
+// is one swizzled panel (stage_key_panels): 64 elements x 64 tokens of one head and batch row,
+// zeros past n and past T. False where the driver's encoder cannot be reached or refuses t; the
+// planner asked cuda_tensor_map_strides and the encoder's presence (caps) first, and planned no
+// workspace copy of what the maps read.
+bool token_panel_map(CUtensorMap *m, const gdn_tensor &t)
 {
     const tensor_map_encode_fn encode = tensor_map_encoder();
-    if (!encode || t.ndim != 4 || t.stride[3] != 1)
+    int64_t bytes[3];
+    if (!encode || !cuda_tensor_map_strides(&t, bytes))
         return false;
-    for (int i = 0; i < 4; i++)
-        if (t.shape[i] < 1 || t.shape[i] > INT32_MAX)
-            return false;
-    // a dim of one element has no stride of its own: give it one the encoder takes
-    const int64_t s2 = t.shape[2] > 1 ? t.stride[2] : t.shape[3];
-    const int64_t s1 = t.shape[1] > 1 ? t.stride[1] : s2 * t.shape[2];
-    const int64_t s0 = t.shape[0] > 1 ? t.stride[0] : s1 * t.shape[1];
     const cuuint64_t dim[4] = {(cuuint64_t)t.shape[3], (cuuint64_t)t.shape[2],
                                (cuuint64_t)t.shape[1], (cuuint64_t)t.shape[0]};
-    const cuuint64_t stride[3] = {(cuuint64_t)s2 * 2, (cuuint64_t)s1 * 2, (cuuint64_t)s0 * 2};
+    const cuuint64_t stride[3] = {(cuuint64_t)bytes[0], (cuuint64_t)bytes[1],
+                                  (cuuint64_t)bytes[2]};
     const cuuint32_t box[4] = {CK_PANEL, 1, kC, 1}, unit[4] = {1, 1, 1, 1};
     return encode(m, CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, t.data, dim, stride, box, unit,
                   CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
@@ -153,8 +149,9 @@ void run_f32(const gdn_delta_rule_problem *p, const cuda_chunk_plan &plan, const
 }
 
 // The 16-bit path: chunk_prep_tc, then the state pass (split calls first make every segment's
-// maps and stitch the segments' starting states).
-void run_16bit(const gdn_delta_rule_problem *p, const cuda_chunk_plan &plan, const call_parts &c,
+// maps and stitch the segments' starting states). False, with nothing launched, where the driver
+// refuses a tensor map the plan counted on.
+bool run_16bit(const gdn_delta_rule_problem *p, const cuda_chunk_plan &plan, const call_parts &c,
                cudaStream_t stream)
 {
     const gdn_dtype dt = p->a.q.dtype;
@@ -167,10 +164,12 @@ void run_16bit(const gdn_delta_rule_problem *p, const cuda_chunk_plan &plan, con
     pass.segc = plan.segc;
     pass.maps = c.maps;
     pass.work = c.work;
-    pass.direct_keys = plan.direct_keys && key_panel_map(&pass.qmap, p->a.q) &&
-                       key_panel_map(&pass.kmap, p->a.k);
-    // the fused pass reads v's panels by a map too; without them the fast mode runs W and U's
-    pass.fused = plan.fused && fast && pass.direct_keys && key_panel_map(&pass.vmap, p->a.v);
+    pass.direct_keys = plan.direct_keys;
+    pass.fused = plan.fused; // (planned for the fast mode alone)
+    if ((plan.direct_keys && (!token_panel_map(&pass.qmap, p->a.q) ||
+                              !token_panel_map(&pass.kmap, p->a.k))) ||
+        (plan.fused && !token_panel_map(&pass.vmap, p->a.v)))
+        return false;
 
     chunk_prep_tc_args prep{};
     prep.in = tokens_of(p->a);
@@ -192,7 +191,7 @@ void run_16bit(const gdn_delta_rule_problem *p, const cuda_chunk_plan &plan, con
             launch_stitch(KP, plan.stitch_cols, stitch, stream);
         }
         launch_chunk_state_wg(dt, fast, KP, true, plan.nw_out, pass, plan.nslots, stream);
-        return;
+        return true;
     }
 #endif
     if (plan.split) {
@@ -200,6 +199,7 @@ void run_16bit(const gdn_delta_rule_problem *p, const cuda_chunk_plan &plan, con
         launch_stitch(KP, plan.stitch_cols, stitch, stream);
     }
     launch_chunk_state_tc(dt, fast, KP, true, pass, plan.nslots, plan.d.tc_bytes, stream);
+    return true;
 }
 
 } // namespace
@@ -209,6 +209,7 @@ extern "C" void cuda_chunk_device_caps(cuda_chunk_caps *caps)
     caps->sms = device_attr(cudaDevAttrMultiProcessorCount);
     caps->smem_optin = device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin);
     caps->mem_bytes_per_s = memory_peak_of_current();
+    caps->tensor_maps = tensor_map_encoder() != nullptr;
 #ifdef GDN_CUDA_WG
     caps->wg_loaded = chunk_state_wg_loaded();
 #else
@@ -247,9 +248,10 @@ extern "C" gdn_status cuda_delta_rule_chunked(gdn_context *ctx, const gdn_delta_
         off.segc = plan->segc, off.nslots = plan->nslots, off.seg_off = seg_off;
         launch_chunk_offsets(off, stream);
     }
-    if (a.q.dtype == GDN_BF16 || a.q.dtype == GDN_F16)
-        run_16bit(p, *plan, c, stream);
-    else
+    if ((a.q.dtype == GDN_BF16 || a.q.dtype == GDN_F16) && !run_16bit(p, *plan, c, stream))
+        return gdn_fail(ctx, GDN_ERR_CUDA, "gdn_delta_rule",
+                        "the CUDA driver refused a tensor map over q, k or v");
+    if (a.q.dtype == GDN_F32)
         run_f32(p, *plan, c, stream);
     return cuda_check(ctx, "gdn_delta_rule");
 }
