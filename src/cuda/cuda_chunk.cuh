@@ -136,7 +136,7 @@ struct alignas(16) chunk_state_args {
 // the tensor maps are read in place), one block per (value tile, value head, segment slot).
 // Each sequence's chunks run in segments of segc (one segment per sequence when unsplit). With
 // direct_keys the stages take q's and k's swizzled panels straight from the inputs through the
-// tensor maps (key_panel_map), else from Qd / Kd.
+// tensor maps (token_panel_map), else from Qd / Kd.
 struct chunk_pass_args { // 128-byte aligned (CUtensorMap)
     gdn_tensor out;
     ck_pool pool;

@@ -44,7 +44,7 @@ struct key_at {
     int64_t head, tok, row;
 };
 
-// A chunk's q or k block from a key panel map (key_panel_map) to the shared address dst, on bar:
+// A chunk's q or k block from a token panel map (token_panel_map) to the shared address dst, on bar:
 // its KP / 64 boxes (64 tokens x 64 elements of the head and batch row `at` names), each a
 // 1024-byte aligned panel swizzled as tile_at's, `step` bytes apart. Elements past the
 // tensor's ends arrive as zeros and count towards bar's bytes.

@@ -13,13 +13,15 @@
 //      K' (or their row factors), all to the workspace; chunk_prep for f32 inputs
 //      (cuda_chunk_prep.cu), chunk_prep_tc for bf16 / f16 (cuda_chunk_prep_tc.cu). On sm_90 the
 //      16-bit state passes take q and k straight from the inputs through TMA tensor maps
-//      (direct_keys), and the preparation writes no copy of them.
+//      (direct_keys), and the preparation writes no copy of them. For the fused pass (the fast
+//      mode on warpgroup products) it writes T diag(beta) and the factors ew instead of W and U.
 //   3. the state pass, one block per (value tile, value head, sequence), chunks in order: the
 //      state tile S gives V' = U - W S, the output O = Q' S + Aqk V', and
 //      S <- e^G_last S + K'^T V'; the last S goes back to the pool. chunk_state for f32 inputs
 //      (cuda_chunk_state.cu); for 16-bit inputs chunk_state_tc on mma.sync
 //      (cuda_chunk_state_tc.cu) or, where the plan says, chunk_state_wg on warpgroup products
-//      (cuda_chunk_state_wg.cu, sm_90a). Calls with few heads and sequences split each sequence
+//      (cuda_chunk_state_wg.cu, sm_90a; fused in the fast mode: V' = T diag(beta) (V - diag(ew)
+//      K S) from v's panels). Calls with few heads and sequences split each sequence
 //      into segments that run in parallel: a maps pass first, then the stitch
 //      (cuda_chunk_stitch.cu), then the output pass.
 //
