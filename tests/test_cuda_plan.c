@@ -188,7 +188,9 @@ static void check_chunk_plan(const cuda_chunk_shape *s, const cuda_chunk_caps *c
                   s->qk_mappable,
               "%s: direct keys", what);
     if (p->fused)
-        CHECK(p->wg && p->direct_keys && s->v_mappable && !s->split_operands, "%s: fused", what);
+        CHECK(p->wg && p->direct_keys && s->v_mappable && !s->split_operands && KP == 128 &&
+                  VP == 128,
+              "%s: fused", what);
     const int prep = s->in_bytes == 2 ? p->d.prep_tc_bytes : p->d.prep_bytes;
     const int pass = s->in_bytes == 2 ? p->d.tc_bytes : p->d.state_bytes;
     CHECK(prep + 16 <= c->smem_optin && pass + 16 <= c->smem_optin,
@@ -606,6 +608,9 @@ static void test_unmappable(void)
     no_encoder.tensor_maps = false;
     cuda_chunk_plan_make(&s, &no_encoder, &kNoEnv, &p);
     CHECK(!p.fused && !p.direct_keys && p.ws.Qd.bytes > 0, "no encoder: copies");
+    s = shape(1, 32768, 2, 4, 64, 64, 2, false); /* the fused pass runs K = V = 128 alone */
+    cuda_chunk_plan_make(&s, h100, &kNoEnv, &p);
+    CHECK(!p.fused && p.direct_keys && p.ws.W.bytes > 0, "K = V = 64: not fused");
 }
 
 int main(void)

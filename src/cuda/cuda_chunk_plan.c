@@ -196,6 +196,16 @@ static bool two_segments_pay(const cuda_chunk_shape *s, const cuda_chunk_caps *c
     return split < kTcUnsplit.step * chunks + kTcUnsplit.fixed;
 }
 
+/* Whether a call's shapes and tensors let the fast mode run the fused wgmma pass: K = V = 128
+ * (at K = V = 64 its final states measured 1.29 times FLA's error on one draw, past the 1.25
+ * the fast mode allows, where W and U's pass stays below it; docs/PERFORMANCE.md), and q, k and
+ * v that tensor maps can read. */
+static bool fused_fits(const cuda_chunk_shape *s)
+{
+    return !s->split_operands && s->in_bytes == 2 && round_up(s->K, 32) == 128 &&
+           round_up(s->V, 32) == 128 && s->qk_mappable && s->v_mappable;
+}
+
 /* Whether the state pass runs chunk_state_wg (else chunk_state_tc). chunk_state_wg needs 16-bit
  * inputs, K and V in {64, 128} after rounding up to 32 (V: a multiple of 64), its shared memory
  * and the sm_90a code loaded; it runs every fast-mode call (fused: it makes V' itself), and in
@@ -214,8 +224,7 @@ static bool use_wg(const cuda_chunk_shape *s, const cuda_chunk_caps *c, const cu
     if (c->smem_optin < wg_layout_for((int)KP, 1).bytes || !c->wg_loaded)
         return false;
     /* the fast mode's fused pass (no W and U in the workspace) beats chunk_state_tc everywhere */
-    const bool fused = !s->split_operands && !e->no_fused && !e->key_copies &&
-                       c->tensor_maps && s->qk_mappable && s->v_mappable;
+    const bool fused = fused_fits(s) && !e->no_fused && !e->key_copies && c->tensor_maps;
     return e->state_pass == 2 || fused || few_state_blocks(s, c) || two_segments_pay(s, c);
 }
 
@@ -451,8 +460,7 @@ void cuda_chunk_plan_make(const cuda_chunk_shape *s, const cuda_chunk_caps *caps
     plan->direct_keys = !env->key_copies && es == 2 && round_up(s->K, 32) % CK_PANEL == 0 &&
                         caps->wg_loaded && caps->tensor_maps && s->qk_mappable;
     /* The fused values pass: the fast mode on the wgmma pass, q, k and v by tensor maps. */
-    plan->fused = plan->wg && plan->direct_keys && s->v_mappable && !s->split_operands &&
-                  !env->no_fused;
+    plan->fused = plan->wg && plan->direct_keys && fused_fits(s) && !env->no_fused;
     workspace_layout(s, plan);
 }
 
