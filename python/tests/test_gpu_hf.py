@@ -9,10 +9,16 @@ the same weights: prefill logits within 1e-4 relative L2 in f32; in bf16 within 
 the torch path's own bf16 error (both against the f32 torch path), whichever is larger; a
 32-token greedy generation token for token in f32 (prefill through the chunked kernel, then
 decode steps through the conv update and the recurrent kernel with the model's cache).
+The model's own path is its torch code even where FLA or causal-conv1d can be imported (another
+test module may have put FLA on sys.path): transformers decides at import which kernels its
+module-level functions hand their calls to, and FLA's kernels in f32 take their products in TF32
+(4e-4 off in the logits), so modeling_module() imports the modeling file afresh while neither
+package can be imported.
 Skipped without torch, a CUDA device, a CUDA-enabled libgdn or transformers' Qwen3-Next.
 """
 import contextlib
 import importlib
+import sys
 
 import pytest
 
@@ -62,8 +68,24 @@ def common(**extra):
                 layer_types=["linear_attention"] * 3 + ["full_attention"], **extra)
 
 
+def modeling_module(name):
+    """transformers' modeling file `name`, imported again while FLA and causal-conv1d cannot be
+    (None in sys.modules), so that its functions run its own torch code."""
+    blocked = {p: sys.modules.get(p) for p in ("fla", "causal_conv1d")}
+    try:
+        for p in blocked:
+            sys.modules[p] = None
+        return importlib.reload(importlib.import_module(name))
+    finally:
+        for p, mod in blocked.items():
+            if mod is None:
+                sys.modules.pop(p, None)
+            else:
+                sys.modules[p] = mod
+
+
 def qwen3_next():
-    m = importlib.import_module("transformers.models.qwen3_next.modeling_qwen3_next")
+    m = modeling_module("transformers.models.qwen3_next.modeling_qwen3_next")
     cfg = transformers.Qwen3NextConfig(**common(moe_intermediate_size=128,
                                                 shared_expert_intermediate_size=128,
                                                 num_experts=4, num_experts_per_tok=2))
@@ -71,7 +93,7 @@ def qwen3_next():
 
 
 def qwen3_5():
-    m = importlib.import_module("transformers.models.qwen3_5.modeling_qwen3_5")
+    m = modeling_module("transformers.models.qwen3_5.modeling_qwen3_5")
     cfg = transformers.Qwen3_5TextConfig(**common())
     return m, m.Qwen3_5RMSNormGated, m.Qwen3_5ForCausalLM, cfg
 
