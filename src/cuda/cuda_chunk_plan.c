@@ -208,8 +208,8 @@ static bool fused_fits(const cuda_chunk_shape *s)
 
 /* Whether the state pass runs chunk_state_wg (else chunk_state_tc). chunk_state_wg needs 16-bit
  * inputs, K and V in {64, 128} after rounding up to 32 (V: a multiple of 64), its shared memory
- * and the sm_90a code loaded; it runs every fast-mode call (fused: it makes V' itself), and in
- * the high mode the calls that are split into segments, where it is the faster pass, and not the
+ * and the sm_90a code loaded; it runs every fast-mode call the fused pass fits (fused_fits), and
+ * in the high mode the calls that are split into segments, where it is the faster pass, and not the
  * others, where chunk_state_tc's twice as many blocks of 32 columns are (docs/PERFORMANCE.md).
  * GDN_CUDA_STATE_PASS forces one (wgmma only where it can run). */
 static bool use_wg(const cuda_chunk_shape *s, const cuda_chunk_caps *c, const cuda_chunk_env *e)
