@@ -24,7 +24,8 @@ cuda_chunk_shape cuda_chunk_shape_of(const gdn_delta_rule_problem *p)
     s.algorithm = p->a.algorithm;
     s.split_operands = s.in_bytes == 2 && p->a.precision == GDN_PRECISION_HIGH;
     int64_t bytes[3];
-    s.qk_mappable = cuda_tensor_map_strides(&p->a.q, bytes) && cuda_tensor_map_strides(&p->a.k, bytes);
+    s.qk_mappable =
+        cuda_tensor_map_strides(&p->a.q, bytes) && cuda_tensor_map_strides(&p->a.k, bytes);
     s.v_mappable = cuda_tensor_map_strides(&p->a.v, bytes);
     return s;
 }

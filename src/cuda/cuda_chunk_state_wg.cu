@@ -549,9 +549,10 @@ bool chunk_state_wg_loaded()
         return false;
     if (!known[dev]) {
         cudaFuncAttributes fa;
-        const bool ok = cudaFuncGetAttributes(&fa, chunk_state_wg<prec_bf16, 128, true, 1, false>) ==
-                            cudaSuccess &&
-                        fa.ptxVersion >= 90 && fa.binaryVersion == 90;
+        const bool ok =
+            cudaFuncGetAttributes(&fa, chunk_state_wg<prec_bf16, 128, true, 1, false>) ==
+                cudaSuccess &&
+            fa.ptxVersion >= 90 && fa.binaryVersion == 90;
         cudaGetLastError();
         known[dev] = ok ? 1 : -1;
     }
