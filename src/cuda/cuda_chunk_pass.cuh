@@ -59,21 +59,12 @@ __device__ __forceinline__ void stage_key_panels(unsigned dst, unsigned step,
                            (int)at.row, bar);
 }
 
-// Rows len..63 of a swizzled key block (KP / 64 panels, tile_at) to zero, by nthreads threads
-// from tid. With direct_keys a sequence's last chunk brings in the next sequence's rows; they
-// meet only V's zero rows in the update, but 0 x Inf is NaN, and one sequence's NaN must not
-// reach another's state.
-template <int KP>
-__device__ __forceinline__ void zero_key_rows(unsigned char *blk, int len, int tid, int nthreads)
-{
-    constexpr int pieces = KP / 8; // 16-byte pieces a row
-    for (int i = len * pieces + tid; i < kC * pieces; i += nthreads)
-        *reinterpret_cast<uint4 *>(blk + 2 * tile_at<true>(i / pieces, 8 * (i % pieces), KP)) =
-            make_uint4(0u, 0u, 0u, 0u);
-}
-
-// Rows len..63 of n swizzled 64-token panels `step` bytes apart (tile_at's, 128-byte rows) to
-// zero, by nthreads threads from tid: the fused pass's K panels (between Q's) and v panels.
+// Rows len..63 of n swizzled 64-token panels `step` bytes apart (tile_at's: the swizzle moves
+// 16-byte pieces within a 128-byte row, so a row is zeroed whole) by nthreads threads from tid:
+// a key block (KP / 64 panels, kPanelBytes apart; the fused pass's K panels lie between Q's)
+// and the fused pass's v panels. With direct_keys a sequence's last chunk brings in the next
+// sequence's rows; they meet only zero rows of V' in the update, but 0 x Inf is NaN, and one
+// sequence's NaN must not reach another's state.
 __device__ __forceinline__ void zero_panel_rows(unsigned char *blk, int step, int n, int len,
                                                 int tid, int nthreads)
 {

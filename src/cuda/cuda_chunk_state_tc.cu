@@ -235,8 +235,8 @@ __global__ void __launch_bounds__(kTcThreads, 1)
             mbar_wait(bar0 + 8 * (unsigned)(j & 1), (unsigned)(j >> 1) & 1u);
             if constexpr (kswz)
                 if (p.direct_keys && len < kC)
-                    zero_key_rows<KP>(smem + (j & 1) * L.stage + L.k, len, threadIdx.x,
-                                      kTcThreads);
+                    zero_panel_rows(smem + (j & 1) * L.stage + L.k, kPanelBytes, KP / kPanel,
+                                    len, threadIdx.x, kTcThreads);
         } else {
             cp_async_wait_groups<0>();
         }

@@ -308,14 +308,11 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1)
         const bool zero = p.direct_keys && len < kC; // (the products read K by the async proxy)
         if (zero) {
             unsigned char *st = smem + (j & 1) * L.stage;
-            if constexpr (FUSED) { // K's panels between Q's; v's rows too (0 x Inf)
-                zero_panel_rows(st + L.wq, 2 * kPanelBytes, KP / kPanel, len, threadIdx.x,
-                                NW * kWgThreads);
-                if (!m_cols)
-                    zero_panel_rows(st + L.u, kWgUBytes, NW, len, threadIdx.x, NW * kWgThreads);
-            } else {
-                zero_key_rows<KP>(st + L.k, len, threadIdx.x, NW * kWgThreads);
-            }
+            // K's panels (FUSED: between Q's), and FUSED v's rows too
+            zero_panel_rows(st + (FUSED ? L.wq : L.k), (FUSED ? 2 : 1) * kPanelBytes,
+                            KP / kPanel, len, threadIdx.x, NW * kWgThreads);
+            if (FUSED && !m_cols)
+                zero_panel_rows(st + L.u, kWgUBytes, NW, len, threadIdx.x, NW * kWgThreads);
             fence_proxy_async();
         }
         // chunk j is in; every thread is done with chunk j - 1 (its products waited for, its
