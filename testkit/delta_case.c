@@ -384,10 +384,12 @@ void delta_case_describe(const delta_case *c, char *buf, size_t n)
 }
 
 /* n one-token sequences for the single-product checks below: q, k [n, 1, 1, K] and v [n, 1, 1, V]
- * of dtype dt, beta [n, 1, 1] and out [n, 1, 1, V] f32, unfilled. */
+ * of dtype dt, beta [n, 1, 1] and out [n, 1, 1, V] f32, unfilled. The high precision mode: the
+ * checks' bars are its (the fast mode rounds the products' operands once, 2^-9 of them). */
 static gdn_delta_rule_args one_token_args(gdn_dtype dt, int n, int64_t K, int64_t V)
 {
     gdn_delta_rule_args a = gdn_delta_rule_default_args();
+    a.precision = GDN_PRECISION_HIGH;
     a.q = alloc4(dt, n, 1, 1, K);
     a.k = alloc4(dt, n, 1, 1, K);
     a.v = alloc4(dt, n, 1, 1, V);

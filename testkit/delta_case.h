@@ -82,7 +82,7 @@ void delta_case_describe(const delta_case *c, char *buf, size_t n);
  * less what the arithmetic after the dot product may cost (f32: 16 u of the output's norm, a few
  * roundings and split tf32's 2^-21 on the tensor cores; 16-bit inputs: 2^-14, their products'
  * hi + lo operands), in units of u sum_i |q_i k_i| beta |v| (u = 2^-24); *st gets the call's
- * status. */
+ * status. Both checks run the high precision mode. */
 double delta_cancelling_dots(gdn_context *ctx, gdn_algorithm algo, bool device, gdn_dtype dt, int n,
                              rng *r, gdn_status *st);
 

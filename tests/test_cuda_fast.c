@@ -61,7 +61,15 @@ static void expected_free(expected *e)
         tensor_free(&e->state);
 }
 
-/* Runs c on the device and checks it against e to FAST_TOL; returns the larger error. */
+/* Where every sequence is one token, each output row's new-value part is one product of two
+ * scalars rounded once to 16 bits (Aqk and beta, the 1 x 1 T diag(beta)) and a v row: their
+ * roundings, up to 2^-9 each, are common to the row and do not average over its values, so with
+ * the output's own rounding such rows reach 3 x 2^-9 = 5.9e-3 (a draw of 6 rows of 16 values
+ * measured 5.7e-3, on every state pass). */
+#define ONE_TOKEN_FAST_TOL 6e-3
+
+/* Runs c on the device and checks it against e to FAST_TOL (outputs of one-token sequences:
+ * ONE_TOKEN_FAST_TOL); returns the larger error. */
 static double check_fast(delta_case *c, const expected *e, const char *what)
 {
     char desc[200];
@@ -70,7 +78,8 @@ static double check_fast(delta_case *c, const expected *e, const char *what)
     CHECK(delta_case_untouched(c), "cuda %s wrote a skipped row or an unnamed slot: %s", what,
           desc);
     double err = rel_l2(&c->out, &e->out);
-    CHECK_ERR(err, FAST_TOL, "cuda %s output: %s", what, desc);
+    const bool one_token = !c->cfg.lens && c->cfg.T == 1;
+    CHECK_ERR(err, one_token ? ONE_TOKEN_FAST_TOL : FAST_TOL, "cuda %s output: %s", what, desc);
     if (c->state.data) {
         const double se = rel_l2(&c->state, &e->state);
         CHECK_ERR(se, FAST_TOL, "cuda %s state: %s", what, desc);
