@@ -4,7 +4,8 @@
  *     in-kernel L2 norm, gates passed in, beta in (0, 1)), bf16 and f16 inputs, f32 and 16-bit
  *     outputs, T below, at and past the chunk, varlen with empty and one-token sequences: outputs
  *     and states within 5e-3 of the float64 reference, unsplit and in forced segments, with each
- *     state pass this GPU has (wgmma on sm_90a, fused or with W and U, mma.sync everywhere);
+ *     state pass this GPU has (wgmma on sm_90a, fused or with W and U, mma.sync everywhere),
+ *     and the wgmma pass's two ways of storing output tiles;
  *   - long memory (values the state predicts) to the same bar, split or not;
  *   - the two modes differ for 16-bit inputs (the switch reaches the kernels) and give the same
  *     bytes for f32 inputs (both run split tf32).
@@ -89,7 +90,8 @@ static double check_fast(delta_case *c, const expected *e, const char *what)
 }
 
 /* Every state pass of this GPU (wgmma fused or with W and U, mma.sync), unsplit and in 2-chunk
- * segments. */
+ * segments; the wgmma pass with W and U stores its output tiles thread by thread (the others
+ * whole chunks of 16-bit outputs by bulk tensor stores, where the device has them). */
 static double check_all_passes(delta_case *c, const expected *e, const char *what)
 {
     static const char *passes[] = {"wgmma", "wgmma", "mma"}, *fused[] = {"1", "0", "1"};
@@ -98,16 +100,18 @@ static double check_all_passes(delta_case *c, const expected *e, const char *wha
         for (int split = 0; split < 2; split++) {
             setenv("GDN_CUDA_STATE_PASS", passes[p], 1);
             setenv("GDN_CUDA_FUSED", fused[p], 1);
+            setenv("GDN_CUDA_TMA_STORE", fused[p], 1);
             if (split)
                 setenv("GDN_CUDA_SEGMENT_CHUNKS", "2", 1);
             char w[120];
             snprintf(w, sizeof w, "%s, %s pass%s%s", what, passes[p],
-                     fused[p][0] == '0' ? " with W and U" : "",
+                     fused[p][0] == '0' ? " with W and U, stores by thread" : "",
                      split ? ", 2-chunk segments" : "");
             worst = fmax(worst, check_fast(c, e, w));
             unsetenv("GDN_CUDA_SEGMENT_CHUNKS");
             unsetenv("GDN_CUDA_STATE_PASS");
             unsetenv("GDN_CUDA_FUSED");
+            unsetenv("GDN_CUDA_TMA_STORE");
         }
     return worst;
 }

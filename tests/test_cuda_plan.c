@@ -51,6 +51,7 @@ static cuda_chunk_shape shape(int64_t N, int64_t T, int64_t H, int64_t HV, int64
     s.varlen = varlen;
     s.algorithm = GDN_ALGO_AUTO;
     s.qk_mappable = s.v_mappable = in_bytes == 2;
+    s.out_mappable = in_bytes == 2;
     return s;
 }
 
@@ -191,6 +192,8 @@ static void check_chunk_plan(const cuda_chunk_shape *s, const cuda_chunk_caps *c
         CHECK(p->wg && p->direct_keys && s->v_mappable && !s->split_operands && KP == 128 &&
                   VP == 128,
               "%s: fused", what);
+    CHECK(p->tma_store == (p->wg && c->tensor_maps && s->out_mappable),
+          "%s: bulk tensor stores %d", what, (int)p->tma_store);
     const int prep = s->in_bytes == 2 ? p->d.prep_tc_bytes : p->d.prep_bytes;
     const int pass = s->in_bytes == 2 ? p->d.tc_bytes : p->d.state_bytes;
     CHECK(prep + 16 <= c->smem_optin && pass + 16 <= c->smem_optin,
@@ -281,6 +284,7 @@ static void test_random(rng *r)
         s.split_operands = s.in_bytes == 2 && rng_int(r, 0, 1);
         s.qk_mappable = s.in_bytes == 2 && rng_int(r, 0, 3) > 0;
         s.v_mappable = s.in_bytes == 2 && rng_int(r, 0, 3) > 0;
+        s.out_mappable = s.out_bytes == 2 && rng_int(r, 0, 3) > 0;
         s.algorithm = rng_int(r, 0, 2) == 0 ? GDN_ALGO_CHUNKED : GDN_ALGO_AUTO;
         cuda_chunk_env env;
         memset(&env, 0, sizeof env);
@@ -458,9 +462,10 @@ static void test_env(void)
     setenv("GDN_CUDA_KEY_TILES", "copy", 1);
     setenv("GDN_CUDA_STITCH_COLS", "16", 1);
     setenv("GDN_CUDA_FUSED", "0", 1);
+    setenv("GDN_CUDA_TMA_STORE", "0", 1);
     cuda_chunk_env_read(&e);
     CHECK(e.state_pass == 1 && e.wg_maps == 2 && e.wg_out == 1 && e.segment_chunks == 3 &&
-              e.key_copies && e.stitch_cols == 16 && e.no_fused,
+              e.key_copies && e.stitch_cols == 16 && e.no_fused && e.no_tma_store,
           "env: pass %d widths %d,%d segc %lld copies %d stitch %d", e.state_pass, e.wg_maps,
           e.wg_out, (long long)e.segment_chunks, (int)e.key_copies, e.stitch_cols);
     setenv("GDN_CUDA_STATE_PASS", "wgmma", 1);
@@ -482,6 +487,7 @@ static void test_env(void)
     unsetenv("GDN_CUDA_KEY_TILES");
     unsetenv("GDN_CUDA_STITCH_COLS");
     unsetenv("GDN_CUDA_FUSED");
+    unsetenv("GDN_CUDA_TMA_STORE");
     cuda_chunk_env_read(&e);
     CHECK(memcmp(&e, &kNoEnv, sizeof e) == 0, "env: nothing set, nothing forced");
 

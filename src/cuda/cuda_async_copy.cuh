@@ -6,7 +6,9 @@
 //     mbarrier (cuda_mbarrier.cuh), which counts its bytes.
 //   cp.async.bulk.tensor (sm_90, TMA): one thread moves a box of a tensor that a tensor map
 //     describes (made on the host by the driver's encoder, tensor_map_encoder), also completing
-//     on an mbarrier; elements past the tensor's ends arrive as zeros.
+//     on an mbarrier; elements past the tensor's ends arrive as zeros. The other way, shared to
+//     global, a box's elements past the tensor's ends are not written, and the copy completes in
+//     the issuing thread's bulk groups, which it waits on.
 // The sm_90 copies compile to nothing for older architectures, where no kernel issues them.
 #ifndef GDN_CUDA_ASYNC_COPY_CUH
 #define GDN_CUDA_ASYNC_COPY_CUH
@@ -87,6 +89,36 @@ __device__ __forceinline__ void tensor_copy_4d_g2s(unsigned dst, const CUtensorM
                  : "memory");
 #else
     (void)dst, (void)map, (void)c0, (void)c1, (void)c2, (void)c3, (void)bar;
+#endif
+}
+
+// The box of a 4-d tensor map at coordinates (c0, c1, c2, c3) from the shared address src
+// (laid out as the map's box, with its swizzle), issued by the calling thread alone; then the
+// thread's bulk group closed.
+__device__ __forceinline__ void tensor_copy_4d_s2g(const CUtensorMap *map, int c0, int c1, int c2,
+                                                   int c3, unsigned src)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%1, %2, %3, %4}], "
+                 "[%5];\n"
+                 "cp.async.bulk.commit_group;\n" ::"l"(reinterpret_cast<uint64_t>(map)),
+                 "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(src)
+                 : "memory");
+#else
+    (void)map, (void)c0, (void)c1, (void)c2, (void)c3, (void)src;
+#endif
+}
+
+// Waits until the calling thread's bulk stores have read their shared memory (READ) or are
+// complete.
+template <bool READ>
+__device__ __forceinline__ void bulk_stores_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if constexpr (READ)
+        asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+    else
+        asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
 #endif
 }
 

@@ -136,7 +136,8 @@ struct alignas(16) chunk_state_args {
 // the tensor maps are read in place), one block per (value tile, value head, segment slot).
 // Each sequence's chunks run in segments of segc (one segment per sequence when unsplit). With
 // direct_keys the stages take q's and k's swizzled panels straight from the inputs through the
-// tensor maps (token_panel_map), else from Qd / Kd.
+// tensor maps (token_panel_map), else from Qd / Kd; with out_map chunk_state_wg writes a whole
+// chunk's 16-bit output tile through one (the other chunks thread by thread).
 struct chunk_pass_args { // 128-byte aligned (CUtensorMap)
     gdn_tensor out;
     ck_pool pool;
@@ -148,7 +149,8 @@ struct chunk_pass_args { // 128-byte aligned (CUtensorMap)
     ck_work work;
     bool direct_keys;
     bool fused;                 // chunk_state_wg makes V' from v (vmap) and T diag(beta)
-    CUtensorMap qmap, kmap, vmap;
+    bool out_map;               // chunk_state_wg stores whole chunks' outputs by omap
+    CUtensorMap qmap, kmap, vmap, omap;
 };
 
 // stitch_starts, one block per (sequence, value head, cols value columns).

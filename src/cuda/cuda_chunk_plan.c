@@ -27,6 +27,7 @@ cuda_chunk_shape cuda_chunk_shape_of(const gdn_delta_rule_problem *p)
     s.qk_mappable =
         cuda_tensor_map_strides(&p->a.q, bytes) && cuda_tensor_map_strides(&p->a.k, bytes);
     s.v_mappable = cuda_tensor_map_strides(&p->a.v, bytes);
+    s.out_mappable = s.out_bytes == 2 && cuda_tensor_map_strides(&p->a.out, bytes);
     return s;
 }
 
@@ -71,6 +72,8 @@ void cuda_chunk_env_read(cuda_chunk_env *e)
     e->stitch_cols = c == 8 || c == 16 ? c : 0;
     const char *fused = getenv("GDN_CUDA_FUSED");
     e->no_fused = fused && strcmp(fused, "0") == 0;
+    const char *store = getenv("GDN_CUDA_TMA_STORE");
+    e->no_tma_store = store && strcmp(store, "0") == 0;
 }
 
 /* ---- shapes ---------------------------------------------------------------------------------- */
@@ -462,6 +465,9 @@ void cuda_chunk_plan_make(const cuda_chunk_shape *s, const cuda_chunk_caps *caps
                         caps->wg_loaded && caps->tensor_maps && s->qk_mappable;
     /* The fused values pass: the fast mode on the wgmma pass, q, k and v by tensor maps. */
     plan->fused = plan->wg && plan->direct_keys && fused_fits(s) && !env->no_fused;
+    /* Whole-chunk output tiles by bulk tensor stores: the wgmma pass, the encoder (its image is
+     * sm_90a's) and an output a tensor map can write. */
+    plan->tma_store = plan->wg && caps->tensor_maps && s->out_mappable && !env->no_tma_store;
     workspace_layout(s, plan);
 }
 

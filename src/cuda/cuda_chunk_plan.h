@@ -37,6 +37,7 @@ typedef struct cuda_chunk_shape {
                                  workspace keeps W's lo part; the fast mode has none */
     bool qk_mappable;         /* q and k fit a TMA tensor map (cuda_tensor_map_strides) */
     bool v_mappable;          /* v too */
+    bool out_mappable;        /* and the output (16-bit; the wgmma pass's whole-chunk stores) */
     gdn_algorithm algorithm;
 } cuda_chunk_shape;
 
@@ -56,7 +57,8 @@ typedef struct cuda_chunk_caps {
  *   GDN_CUDA_SEGMENT_CHUNKS=n       chunks a segment (n > 0 splits every 16-bit call)
  *   GDN_CUDA_KEY_TILES=copy         the preparation copies q and k to the workspace
  *   GDN_CUDA_STITCH_COLS=8|16       the stitch's block width
- *   GDN_CUDA_FUSED=0                the fast mode keeps W and U in the workspace (no fused pass) */
+ *   GDN_CUDA_FUSED=0                the fast mode keeps W and U in the workspace (no fused pass)
+ *   GDN_CUDA_TMA_STORE=0            the wgmma pass stores its output tiles thread by thread */
 typedef struct cuda_chunk_env {
     int state_pass;           /* 0: the planner's choice; 1: mma.sync; 2: wgmma */
     int wg_maps, wg_out;      /* forced warpgroups a block (0: none) */
@@ -64,6 +66,7 @@ typedef struct cuda_chunk_env {
     bool key_copies;          /* no direct keys */
     int stitch_cols;          /* 8 or 16 (0: the planner's choice) */
     bool no_fused;            /* no fused values pass (GDN_CUDA_FUSED=0) */
+    bool no_tma_store;        /* no bulk tensor stores of output tiles (GDN_CUDA_TMA_STORE=0) */
 } cuda_chunk_env;
 
 /* Shapes, row strides and shared-memory offsets of the kernels: the f32 path's chunk_prep (p_*)
@@ -123,6 +126,8 @@ typedef struct cuda_chunk_plan {
     bool fused;                 /* the fast mode's wgmma pass makes V' itself from v (by a
                                    tensor map) and the preparation's T diag(beta) (the workspace
                                    has no W and U) */
+    bool tma_store;             /* the wgmma output pass stores whole chunks of a 16-bit output
+                                   of the inputs' type by a tensor map over it */
     cuda_chunk_workspace ws;
 } cuda_chunk_plan;
 

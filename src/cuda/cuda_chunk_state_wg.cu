@@ -177,14 +177,35 @@ __device__ __forceinline__ bool out_pairs_ok(const gdn_tensor &out, int v0, int 
 // shared memory (`tile`, the warpgroup's U tiles: every thread of the warpgroup has read them)
 // so that each token's 64 values leave as whole 16-byte pieces: as 16-bit pairs, transposed by
 // stmatrix, where out_pairs_ok said so, else as f32 through the generic store in pairs of columns
-// (store_out_pair).
+// (store_out_pair). A whole chunk's 16-bit pairs, where omap is given, go to the tile in the
+// map's 128-byte swizzle and leave by one bulk tensor store that the warpgroup's first thread
+// issues (and must see read, bulk_stores_wait, before the tile is written again): the
+// warpgroup's chain of steps no longer waits on the copy-out.
 template <class P>
 __device__ __forceinline__ void store_out_wg(const gdn_tensor &out, unsigned char *tile,
                                              const float *o, int64_t row, int64_t tok0, int64_t hv,
-                                             int v0, int len, int V, bool pairs, int wg)
+                                             int v0, int len, int V, bool pairs, int wg,
+                                             const CUtensorMap *omap)
 {
     using E = typename P::st;
     const int tid = threadIdx.x % kWgThreads, lane = tid & 31, warp = tid >> 5;
+    if (pairs && omap && len == kC) {
+        const unsigned base = static_cast<unsigned>(__cvta_generic_to_shared(tile));
+        const int m = lane >> 3, c = lane & 7, v = 16 * warp + 8 * (m & 1);
+#pragma unroll
+        for (int j = 0; j < 8; j += 2) { // as below, rows of 128 bytes, swizzled (tile_at)
+            const int r = 8 * (j + (m >> 1)) + c;
+            stsm_x4_trans(base + (unsigned)(r * 128 + ((((v >> 3) ^ r) & 7) << 4)),
+                          P::pack(o[4 * j], o[4 * j + 1]), P::pack(o[4 * j + 2], o[4 * j + 3]),
+                          P::pack(o[4 * j + 4], o[4 * j + 5]),
+                          P::pack(o[4 * j + 6], o[4 * j + 7]));
+        }
+        fence_proxy_async();
+        sync_warpgroup(wg);
+        if (tid == 0)
+            tensor_copy_4d_s2g(omap, v0, (int)hv, (int)tok0, (int)row, base);
+        return;
+    }
     if (pairs) {
         constexpr int ld = kWgCols + 8; // 144-byte rows: a matrix's eight rows in distinct banks
         const unsigned base = static_cast<unsigned>(__cvta_generic_to_shared(tile));
@@ -316,7 +337,10 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1)
             fence_proxy_async();
         }
         // chunk j is in; every thread is done with chunk j - 1 (its products waited for, its
-        // output tile in stage (j + 1) & 1 stored), so that stage is free
+        // output tile in stage (j + 1) & 1 stored, or read by the bulk store), so that stage is
+        // free
+        if (OUT && p.out_map && threadIdx.x % kWgThreads == 0)
+            bulk_stores_wait<true>();
         if (j > 0 || zero)
             __syncthreads();
         const float decay = next_decay;
@@ -465,9 +489,12 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1)
         if (OUT) {
             sync_warpgroup(wg); // every thread of the warpgroup has read its U tiles
             store_out_wg<P>(p.out, smem + (j & 1) * L.stage + L.u + wg * kWgUBytes, ot, s.row,
-                            tok0, hv, v0, len, (int)p.shape.V, out_pairs, wg);
+                            tok0, hv, v0, len, (int)p.shape.V, out_pairs, wg,
+                            p.out_map ? &p.omap : nullptr);
         }
     }
+    if (OUT && p.out_map && threadIdx.x % kWgThreads == 0)
+        bulk_stores_wait<false>(); // (the tile's shared memory lives as long as the block)
     if (!OUT) { // [M | N] of this segment, columns tile * 64 ..
         float *MN = p.maps + (slot * p.shape.HV + hv) * (int64_t)KP * (KP + p.VP);
 #pragma unroll

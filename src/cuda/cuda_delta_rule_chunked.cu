@@ -168,9 +168,11 @@ bool run_16bit(const gdn_delta_rule_problem *p, const cuda_chunk_plan &plan, con
     pass.work = c.work;
     pass.direct_keys = plan.direct_keys;
     pass.fused = plan.fused; // (planned for the fast mode alone)
+    pass.out_map = plan.tma_store;
     if ((plan.direct_keys && (!token_panel_map(&pass.qmap, p->a.q) ||
                               !token_panel_map(&pass.kmap, p->a.k))) ||
-        (plan.fused && !token_panel_map(&pass.vmap, p->a.v)))
+        (plan.fused && !token_panel_map(&pass.vmap, p->a.v)) ||
+        (plan.tma_store && !token_panel_map(&pass.omap, p->a.out)))
         return false;
 
     chunk_prep_tc_args prep{};
@@ -252,7 +254,7 @@ extern "C" gdn_status cuda_delta_rule_chunked(gdn_context *ctx, const gdn_delta_
     }
     if ((a.q.dtype == GDN_BF16 || a.q.dtype == GDN_F16) && !run_16bit(p, *plan, c, stream))
         return gdn_fail(ctx, GDN_ERR_CUDA, "gdn_delta_rule",
-                        "the CUDA driver refused a tensor map over q, k or v");
+                        "the CUDA driver refused a tensor map over q, k, v or out");
     if (a.q.dtype == GDN_F32)
         run_f32(p, *plan, c, stream);
     return cuda_check(ctx, "gdn_delta_rule");
