@@ -546,6 +546,15 @@ static void test_shape_of(void)
               s.algorithm == GDN_ALGO_CHUNKED,
           "shape of a problem");
     CHECK(!s.split_operands, "the default precision (auto) is the fast mode: one part");
+    /* whole-chunk bulk stores only for an output of q's type (the same rows, three dtypes) */
+    static _Alignas(16) float out_rows[4 * 8 * 96];
+    p.a.out = gdn_tensor_4d(out_rows, GDN_F32, 1, 4, 8, 96);
+    CHECK(!cuda_chunk_shape_of(&p).out_mappable, "an f32 output of bf16 inputs: not mappable");
+    p.a.out = gdn_tensor_4d(out_rows, GDN_BF16, 1, 4, 8, 96);
+    CHECK(cuda_chunk_shape_of(&p).out_mappable, "a bf16 output of bf16 inputs: mappable");
+    p.a.out = gdn_tensor_4d(out_rows, GDN_F16, 1, 4, 8, 96);
+    CHECK(!cuda_chunk_shape_of(&p).out_mappable, "an f16 output of bf16 inputs: not mappable");
+    p.a.out.dtype = GDN_F32;
     p.a.precision = GDN_PRECISION_HIGH;
     CHECK(cuda_chunk_shape_of(&p).split_operands, "the high mode splits 16-bit operands");
     p.seqs.cu_seqlens = NULL, p.seqs.slots = &cu, p.a.q.dtype = GDN_F32;

@@ -27,7 +27,7 @@ cuda_chunk_shape cuda_chunk_shape_of(const gdn_delta_rule_problem *p)
     s.qk_mappable =
         cuda_tensor_map_strides(&p->a.q, bytes) && cuda_tensor_map_strides(&p->a.k, bytes);
     s.v_mappable = cuda_tensor_map_strides(&p->a.v, bytes);
-    s.out_mappable = s.out_bytes == 2 && cuda_tensor_map_strides(&p->a.out, bytes);
+    s.out_mappable = p->a.out.dtype == p->a.q.dtype && cuda_tensor_map_strides(&p->a.out, bytes);
     return s;
 }
 
@@ -466,7 +466,8 @@ void cuda_chunk_plan_make(const cuda_chunk_shape *s, const cuda_chunk_caps *caps
     /* The fused values pass: the fast mode on the wgmma pass, q, k and v by tensor maps. */
     plan->fused = plan->wg && plan->direct_keys && fused_fits(s) && !env->no_fused;
     /* Whole-chunk output tiles by bulk tensor stores: the wgmma pass, the encoder (its image is
-     * sm_90a's) and an output a tensor map can write. */
+     * sm_90a's) and an output of the inputs' type that a tensor map can write (no map is made
+     * for one the pass would store element by element anyway). */
     plan->tma_store = plan->wg && caps->tensor_maps && s->out_mappable && !env->no_tma_store;
     workspace_layout(s, plan);
 }

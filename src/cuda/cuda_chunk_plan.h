@@ -37,7 +37,8 @@ typedef struct cuda_chunk_shape {
                                  workspace keeps W's lo part; the fast mode has none */
     bool qk_mappable;         /* q and k fit a TMA tensor map (cuda_tensor_map_strides) */
     bool v_mappable;          /* v too */
-    bool out_mappable;        /* and the output (16-bit; the wgmma pass's whole-chunk stores) */
+    bool out_mappable;        /* and the output, of q's 16-bit type (the wgmma pass's
+                                 whole-chunk stores; other outputs are stored element-wise) */
     gdn_algorithm algorithm;
 } cuda_chunk_shape;
 
