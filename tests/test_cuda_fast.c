@@ -5,7 +5,8 @@
  *     outputs, T below, at and past the chunk, varlen with empty and one-token sequences: outputs
  *     and states within 5e-3 of the float64 reference, unsplit and in forced segments, with each
  *     state pass this GPU has (wgmma on sm_90a, fused or with W and U, mma.sync everywhere),
- *     and the wgmma pass's two ways of storing output tiles;
+ *     the fused pass beside its preparation or after it, and the wgmma pass's two ways of
+ *     storing output tiles; K and V that round up to 128 (the fused pass's) on their own;
  *   - long memory (values the state predicts) to the same bar, split or not;
  *   - the two modes differ for 16-bit inputs (the switch reaches the kernels) and give the same
  *     bytes for f32 inputs (both run split tf32).
@@ -90,28 +91,34 @@ static double check_fast(delta_case *c, const expected *e, const char *what)
 }
 
 /* Every state pass of this GPU (wgmma fused or with W and U, mma.sync), unsplit and in 2-chunk
- * segments; the wgmma pass with W and U stores its output tiles thread by thread (the others
- * whole chunks of 16-bit outputs by bulk tensor stores, where the device has them). */
+ * segments; the fused pass unsplit both beside its preparation (where the plan puts it there:
+ * the tests' problems leave SMs free) and after it; the wgmma pass with W and U stores its output
+ * tiles thread by thread (the others whole chunks of 16-bit outputs by bulk tensor stores, where
+ * the device has them). */
 static double check_all_passes(delta_case *c, const expected *e, const char *what)
 {
-    static const char *passes[] = {"wgmma", "wgmma", "mma"}, *fused[] = {"1", "0", "1"};
+    static const char *passes[] = {"wgmma", "wgmma", "wgmma", "mma"};
+    static const char *fused[] = {"1", "1", "0", "1"}, *beside[] = {"1", "0", "1", "1"};
     double worst = 0.0;
-    for (int p = 0; p < 3; p++)
-        for (int split = 0; split < 2; split++) {
+    for (int p = 0; p < 4; p++)
+        for (int split = 0; split < 2 - (p == 1); split++) {
             setenv("GDN_CUDA_STATE_PASS", passes[p], 1);
             setenv("GDN_CUDA_FUSED", fused[p], 1);
             setenv("GDN_CUDA_TMA_STORE", fused[p], 1);
+            setenv("GDN_CUDA_BESIDE", beside[p], 1);
             if (split)
                 setenv("GDN_CUDA_SEGMENT_CHUNKS", "2", 1);
             char w[120];
-            snprintf(w, sizeof w, "%s, %s pass%s%s", what, passes[p],
+            snprintf(w, sizeof w, "%s, %s pass%s%s%s", what, passes[p],
                      fused[p][0] == '0' ? " with W and U, stores by thread" : "",
+                     beside[p][0] == '0' ? ", the preparation first" : "",
                      split ? ", 2-chunk segments" : "");
             worst = fmax(worst, check_fast(c, e, w));
             unsetenv("GDN_CUDA_SEGMENT_CHUNKS");
             unsetenv("GDN_CUDA_STATE_PASS");
             unsetenv("GDN_CUDA_FUSED");
             unsetenv("GDN_CUDA_TMA_STORE");
+            unsetenv("GDN_CUDA_BESIDE");
         }
     return worst;
 }
@@ -147,6 +154,45 @@ static void test_random(rng *r)
         delta_case_free(&c);
     }
     printf("fast mode, random problems: worst error %.2e\n", worst);
+}
+
+/* K and V that round up to 128, which the fused pass runs on sm_90a (unsplit beside its
+ * preparation where SMs are free): odd sizes, GVA, varlen with empty and short sequences, T
+ * below, at and past the chunk, pools with and without initial states, in-kernel gating on
+ * some. */
+static void test_fused_shapes(rng *r)
+{
+    static const int64_t lens[] = {0, 1, 130, 64, 5, 0, 270};
+    double worst = 0.0;
+    for (int i = 0; i < 12; i++) {
+        delta_config f = delta_config_default();
+        f.H = rng_int(r, 1, 2);
+        f.HV = f.H * (int64_t[]){1, 2, 3}[rng_int(r, 0, 2)];
+        f.K = (int64_t[]){128, 100, 127}[i % 3];
+        f.V = (int64_t[]){128, 128, 120, 97}[rng_int(r, 0, 3)];
+        f.nseq = rng_int(r, 1, 3);
+        f.T = (int64_t[]){1, 37, 64, 65, 200, 700}[rng_int(r, 0, 5)];
+        if (i % 4 == 3) {
+            f.nseq = 7;
+            f.lens = lens;
+        }
+        /* (the pool is read 16 bytes at a time: K and V multiples of 4) */
+        f.pool = i % 5 != 4 && f.K % 4 == 0 && f.V % 4 == 0;
+        delta_config_random_options(&f, r);
+        f.gate_in_kernel = i % 6 == 1;
+        f.dtype = i % 2 ? GDN_F16 : GDN_BF16;
+        f.out_dtype = i % 3 ? f.dtype : GDN_F32;
+        f.precision = GDN_PRECISION_FAST;
+        delta_case c;
+        delta_case_init(&c, &f, r);
+        c.allow_neg_eigval = false; /* SPEC's distribution: beta in (0, 1) */
+        c.args.gating.allow_neg_eigval = 0;
+        expected e = expect(&c);
+        worst = fmax(worst, check_all_passes(&c, &e, "fast, K and V round to 128"));
+        expected_free(&e);
+        delta_case_free(&c);
+    }
+    printf("fast mode, K and V rounding to 128: worst error %.2e\n", worst);
 }
 
 static void test_long_memory(rng *r)
@@ -205,6 +251,7 @@ int main(void)
     if (!cuda)
         return test_summary("test_cuda_fast");
     test_random(&r);
+    test_fused_shapes(&r);
     test_long_memory(&r);
     test_modes_apart(&r);
     gdn_context_destroy(cuda);

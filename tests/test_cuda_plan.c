@@ -72,7 +72,7 @@ static void check_workspace(const cuda_chunk_shape *s, const cuda_chunk_plan *p,
 {
     const cuda_chunk_workspace *w = &p->ws;
     const cuda_ws_region *r[] = {&w->chunk_off, &w->gl, &w->eg, &w->ek, &w->ew, &w->W, &w->Wl,
-                                 &w->Qd, &w->Kd, &w->U, &w->Aq, &w->seg_off, &w->maps};
+                                 &w->Qd, &w->Kd, &w->U, &w->Aq, &w->seg_off, &w->maps, &w->ready};
     const int nr = (int)(sizeof r / sizeof r[0]);
     size_t end = 0;
     for (int i = 0; i < nr; i++) {
@@ -103,7 +103,8 @@ static void check_workspace(const cuda_chunk_shape *s, const cuda_chunk_plan *p,
                                                     : CK_CHUNK * VP * 4),
                            nch * (tc ? (size_t)tc_aq_block(2) : CK_CHUNK * CK_CHUNK * es),
                            seqs * 8,
-                           p->split ? (size_t)p->nslots * (size_t)s->HV * KP * (KP + VP) * 4 : 0};
+                           p->split ? (size_t)p->nslots * (size_t)s->HV * KP * (KP + VP) * 4 : 0,
+                           p->prep_beside ? nch * 4 : 0};
     for (int i = 0; i < nr; i++)
         CHECK(r[i]->bytes >= need[i], "%s: region %d has %zu bytes, the kernels index %zu", what,
               i, r[i]->bytes, need[i]);
@@ -194,6 +195,14 @@ static void check_chunk_plan(const cuda_chunk_shape *s, const cuda_chunk_caps *c
               "%s: fused", what);
     CHECK(p->tma_store == (p->wg && c->tensor_maps && s->out_mappable),
           "%s: bulk tensor stores %d", what, (int)p->tma_store);
+    if (p->prep_beside) { /* every state block an SM, the preparation's on the others */
+        const int64_t blocks = VP / CK_WG_COLS * s->HV * s->N;
+        CHECK(p->fused && !p->split && p->nw_out == 1 && p->prep_beside >= 1 &&
+                  blocks + p->prep_beside <= c->sms &&
+                  2 * round_up(p->d.prep_tc_bytes, 128) <= c->smem_optin,
+              "%s: %d preparation blocks beside %lld state blocks on %d SMs", what,
+              p->prep_beside, (long long)blocks, c->sms);
+    }
     const int prep = s->in_bytes == 2 ? p->d.prep_tc_bytes : p->d.prep_bytes;
     const int pass = s->in_bytes == 2 ? p->d.tc_bytes : p->d.state_bytes;
     CHECK(prep + 16 <= c->smem_optin && pass + 16 <= c->smem_optin,
@@ -426,9 +435,13 @@ static void test_known_plans(void)
     CHECK(p.chunked && p.chunk.wg && p.chunk.fused && !p.chunk.split && p.chunk.direct_keys,
           "8192 x 32 heads, fast: unsplit fused pass (wg %d fused %d split %d)", (int)p.chunk.wg,
           (int)p.chunk.fused, (int)p.chunk.split);
+    CHECK(p.chunk.prep_beside == 132 - 64 && p.chunk.ws.ready.bytes > 0,
+          "8192 x 32 heads, fast: the preparation beside the state pass, on the 68 SMs its 64 "
+          "blocks leave (%d)", p.chunk.prep_beside);
     s.split_operands = true;
     cuda_delta_rule_plan_make(&s, h200, &kNoEnv, &p);
-    CHECK(p.chunked && !p.chunk.wg && !p.chunk.fused && !p.chunk.split && p.chunk.direct_keys,
+    CHECK(p.chunked && !p.chunk.wg && !p.chunk.fused && !p.chunk.split && p.chunk.direct_keys &&
+              !p.chunk.prep_beside,
           "8192 x 32 heads, high: unsplit mma.sync pass (wg %d split %d)", (int)p.chunk.wg,
           (int)p.chunk.split);
     s.T = 32768;
@@ -463,9 +476,10 @@ static void test_env(void)
     setenv("GDN_CUDA_STITCH_COLS", "16", 1);
     setenv("GDN_CUDA_FUSED", "0", 1);
     setenv("GDN_CUDA_TMA_STORE", "0", 1);
+    setenv("GDN_CUDA_BESIDE", "0", 1);
     cuda_chunk_env_read(&e);
     CHECK(e.state_pass == 1 && e.wg_maps == 2 && e.wg_out == 1 && e.segment_chunks == 3 &&
-              e.key_copies && e.stitch_cols == 16 && e.no_fused && e.no_tma_store,
+              e.key_copies && e.stitch_cols == 16 && e.no_fused && e.no_tma_store && e.no_beside,
           "env: pass %d widths %d,%d segc %lld copies %d stitch %d", e.state_pass, e.wg_maps,
           e.wg_out, (long long)e.segment_chunks, (int)e.key_copies, e.stitch_cols);
     setenv("GDN_CUDA_STATE_PASS", "wgmma", 1);
@@ -488,6 +502,7 @@ static void test_env(void)
     unsetenv("GDN_CUDA_STITCH_COLS");
     unsetenv("GDN_CUDA_FUSED");
     unsetenv("GDN_CUDA_TMA_STORE");
+    unsetenv("GDN_CUDA_BESIDE");
     cuda_chunk_env_read(&e);
     CHECK(memcmp(&e, &kNoEnv, sizeof e) == 0, "env: nothing set, nothing forced");
 
@@ -501,8 +516,15 @@ static void test_env(void)
           "many blocks, not fused: unsplit mma.sync pass");
     e.no_fused = false;
     cuda_delta_rule_plan_make(&s, h100, &e, &p);
-    CHECK(p.chunked && p.chunk.wg && !p.chunk.split && p.chunk.fused,
-          "many blocks, fast: unsplit fused pass");
+    CHECK(p.chunked && p.chunk.wg && !p.chunk.split && p.chunk.fused && !p.chunk.prep_beside,
+          "many blocks, fast: unsplit fused pass, the preparation first (512 state blocks)");
+    s.N = 1, s.T = 8192; /* 64 state blocks */
+    e.no_beside = true;
+    cuda_delta_rule_plan_make(&s, h100, &e, &p);
+    CHECK(p.chunk.fused && !p.chunk.prep_beside && p.chunk.ws.ready.bytes == 0,
+          "GDN_CUDA_BESIDE=0: the preparation first");
+    e.no_beside = false;
+    s.N = 8, s.T = 4096;
     e.state_pass = 2;
     cuda_delta_rule_plan_make(&s, h100, &e, &p);
     CHECK(p.chunk.wg && !p.chunk.split && p.chunk.nw_maps == 1, "wgmma forced");
@@ -564,7 +586,8 @@ static void test_shape_of(void)
 }
 
 /* The fast mode's workspace is the high mode's less W's lo part, one key block per chunk and
- * value head (nothing else differs: the plans are the same). */
+ * value head, and, where its fused pass runs, less W and U and with its factors ew and the
+ * flags of a preparation beside the state pass. */
 static void test_fast_mode_workspace(void)
 {
     int fused_seen = 0;
@@ -588,11 +611,13 @@ static void test_fast_mode_workspace(void)
                   fast.ws.ew.bytes == (fast.fused ? ew : 0) && high.ws.ew.bytes == 0,
               "%s: fused %d / %d, ew %zu bytes", kDevices[d].name, fast.fused, high.fused,
               fast.ws.ew.bytes);
-        const size_t ew_padded = (fast.ws.ew.bytes + 255) / 256 * 256;
+        /* (and the flags of a preparation beside the state pass) */
+        const size_t ew_padded = (fast.ws.ew.bytes + 255) / 256 * 256 +
+                                 (fast.ws.ready.bytes + 255) / 256 * 256;
         /* (the fused pass's W and U, and the direct keys' Qd and Kd, are not there at all) */
         const size_t gone = fast.fused ? high.ws.W.bytes + high.ws.U.bytes : 0;
         CHECK(high.ws.total + ew_padded - fast.ws.total == wl + gone && fast.segc == high.segc &&
-                  fast.split == high.split,
+                  fast.split == high.split && high.ws.ready.bytes == 0,
               "%s: fast %zu, high %zu bytes", kDevices[d].name, fast.ws.total, high.ws.total);
     }
     CHECK(fused_seen > 0, "no device's plan of a few-head row runs the fused pass");

@@ -119,6 +119,8 @@ struct alignas(16) chunk_prep_tc_args {
     bool direct_keys;
     bool fused;                 // T diag(beta) and ew for the fused pass, no W and U
     ck_work work;
+    int *ready;                 // chunk_prep_tc_beside: [ntasks] flags, task = chunk x HV + hv
+    int64_t ntasks;
 };
 
 // chunk_state (f32 inputs), one block per (32 value columns, value head, sequence). d: its
@@ -150,6 +152,7 @@ struct chunk_pass_args { // 128-byte aligned (CUtensorMap)
     bool direct_keys;
     bool fused;                 // chunk_state_wg makes V' from v (vmap) and T diag(beta)
     bool out_map;               // chunk_state_wg stores whole chunks' outputs by omap
+    const int *ready;           // the preparation runs beside the pass: wait for chunk x HV + hv
     CUtensorMap qmap, kmap, vmap, omap;
 };
 
@@ -174,6 +177,11 @@ void launch_chunk_state(const chunk_state_args &a, int smem, cudaStream_t stream
 // chunk_state_tc's maps (!out) or output pass over nslots.
 void launch_chunk_prep_tc(gdn_dtype dt, bool fast, int KP, const chunk_prep_tc_args &a,
                           int64_t nc, int smem, cudaStream_t stream);
+// The fast mode's preparation for K = 128 beside the state pass: `blocks` persistent blocks of
+// two teams (2 x smem bytes), raising a.ready's flags; the state pass goes after it
+// (launch_chunk_state_wg with after_prep).
+void launch_chunk_prep_tc_beside(gdn_dtype dt, const chunk_prep_tc_args &a, int blocks, int smem,
+                                 cudaStream_t stream);
 void launch_chunk_state_tc(gdn_dtype dt, bool fast, int KP, bool out, const chunk_pass_args &a,
                            int64_t nslots, int smem, cudaStream_t stream);
 // The stitch of KP (32 .. 128) rows in blocks of cols (8 or 16) value columns.
@@ -183,7 +191,8 @@ void launch_stitch(int KP, int cols, const stitch_args &a, cudaStream_t stream);
 // warpgroups a block (KP 64 or 128; nw 2 only for KP = VP = 128).
 bool chunk_state_wg_loaded();
 void launch_chunk_state_wg(gdn_dtype dt, bool fast, int KP, bool out, int nw,
-                           const chunk_pass_args &a, int64_t nslots, cudaStream_t stream);
+                           const chunk_pass_args &a, int64_t nslots, cudaStream_t stream,
+                           bool after_prep = false);
 #endif
 
 #endif

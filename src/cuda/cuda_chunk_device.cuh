@@ -128,12 +128,12 @@ __device__ __forceinline__ bool chunk_task_for(const ck_seqs &p, const ck_shape 
 
 // ---- the preparations' common steps -------------------------------------------------------
 
-// Threads 0..63: the chunk's gates (zero past its end), beta into Bs and, in Gs, the cumulative
+// Threads tid 0..63 (tid: the thread's index among those preparing the chunk): the chunk's gates (zero past its end), beta into Bs and, in Gs, the cumulative
 // log-decay within each 32-token half (the caller adds Gs[31] to the second half after a barrier).
 __device__ __forceinline__ void stage_gates(const ck_tokens &a, const chunk_task &t, int64_t hv,
-                                            float *Gs, float *Bs)
+                                            float *Gs, float *Bs, int tid)
 {
-    const int tid = threadIdx.x, lane = tid & 31;
+    const int lane = tid & 31;
     if (tid >= kC)
         return;
     float g = 0.0f, b = 0.0f;

@@ -74,6 +74,8 @@ void cuda_chunk_env_read(cuda_chunk_env *e)
     e->no_fused = fused && strcmp(fused, "0") == 0;
     const char *store = getenv("GDN_CUDA_TMA_STORE");
     e->no_tma_store = store && strcmp(store, "0") == 0;
+    const char *beside = getenv("GDN_CUDA_BESIDE");
+    e->no_beside = beside && strcmp(beside, "0") == 0;
 }
 
 /* ---- shapes ---------------------------------------------------------------------------------- */
@@ -392,6 +394,25 @@ static int64_t segment_slots(const cuda_chunk_shape *s, int64_t segc)
     return segc >= most ? N : N + (chunk_bound(s) + segc - 1) / segc;
 }
 
+/* Blocks of the preparation beside the state pass (chunk_prep_tc_beside), 0 where it runs
+ * before it: the fused pass unsplit with one warpgroup a block, whose blocks (one an SM: their
+ * shared memory) leave SMs free, and two preparation teams' shared memory in one block. One
+ * block per free SM (a block spreads one an SM; each runs two chunks at once), no more than
+ * half the (chunk, head) tasks. The preparation starts first and never waits, so no launch
+ * order or residency can hang the call (docs/DESIGN.md). */
+static int prep_beside_blocks(const cuda_chunk_shape *s, const cuda_chunk_caps *c,
+                              const cuda_chunk_env *e, const cuda_chunk_plan *p)
+{
+    if (!p->fused || p->split || p->nw_out != 1 || e->no_beside || c->sms <= 0)
+        return 0;
+    const int64_t state_blocks = p->d.VP / CK_WG_COLS * s->HV * s->N;
+    const int64_t team = round_up(p->d.prep_tc_bytes, 128), tasks = p->nc * s->HV;
+    if (state_blocks >= c->sms || 2 * team > c->smem_optin || tasks == 0)
+        return 0;
+    const int64_t free_sms = c->sms - state_blocks, half = (tasks + 1) / 2;
+    return (int)(free_sms < half ? free_sms : half);
+}
+
 /* ---- the workspace --------------------------------------------------------------------------- */
 
 /* The next region of `bytes`, its end rounded up to 256 bytes (saturating). */
@@ -434,6 +455,7 @@ static void workspace_layout(const cuda_chunk_shape *s, cuda_chunk_plan *p)
     w->seg_off = take256(&at, gdn_size_mul(seqs, sizeof(int64_t)));
     const size_t map = (size_t)d->KP * (d->KP + d->VP) * sizeof(float);
     w->maps = take256(&at, p->split ? mul3((size_t)p->nslots, (size_t)s->HV, map) : 0);
+    w->ready = take256(&at, p->prep_beside ? mul3((size_t)p->nc, (size_t)s->HV, sizeof(int)) : 0);
     w->total = at;
 }
 
@@ -469,6 +491,7 @@ void cuda_chunk_plan_make(const cuda_chunk_shape *s, const cuda_chunk_caps *caps
      * sm_90a's) and an output of the inputs' type that a tensor map can write (no map is made
      * for one the pass would store element by element anyway). */
     plan->tma_store = plan->wg && caps->tensor_maps && s->out_mappable && !env->no_tma_store;
+    plan->prep_beside = prep_beside_blocks(s, caps, env, plan);
     workspace_layout(s, plan);
 }
 

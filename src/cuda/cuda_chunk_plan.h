@@ -59,7 +59,8 @@ typedef struct cuda_chunk_caps {
  *   GDN_CUDA_KEY_TILES=copy         the preparation copies q and k to the workspace
  *   GDN_CUDA_STITCH_COLS=8|16       the stitch's block width
  *   GDN_CUDA_FUSED=0                the fast mode keeps W and U in the workspace (no fused pass)
- *   GDN_CUDA_TMA_STORE=0            the wgmma pass stores its output tiles thread by thread */
+ *   GDN_CUDA_TMA_STORE=0            the wgmma pass stores its output tiles thread by thread
+ *   GDN_CUDA_BESIDE=0               the preparation runs before the state pass, never beside it */
 typedef struct cuda_chunk_env {
     int state_pass;           /* 0: the planner's choice; 1: mma.sync; 2: wgmma */
     int wg_maps, wg_out;      /* forced warpgroups a block (0: none) */
@@ -68,6 +69,7 @@ typedef struct cuda_chunk_env {
     int stitch_cols;          /* 8 or 16 (0: the planner's choice) */
     bool no_fused;            /* no fused values pass (GDN_CUDA_FUSED=0) */
     bool no_tma_store;        /* no bulk tensor stores of output tiles (GDN_CUDA_TMA_STORE=0) */
+    bool no_beside;           /* no preparation beside the state pass (GDN_CUDA_BESIDE=0) */
 } cuda_chunk_env;
 
 /* Shapes, row strides and shared-memory offsets of the kernels: the f32 path's chunk_prep (p_*)
@@ -104,6 +106,7 @@ typedef struct cuda_chunk_workspace {
     cuda_ws_region U, Aq;       /* U and Aqk per (chunk, value head) */
     cuda_ws_region seg_off;     /* [N + 1] int64: each sequence's first segment slot */
     cuda_ws_region maps;        /* [nslots, HV, KP, KP + VP] f32: segments' [M | N] (split) */
+    cuda_ws_region ready;       /* [nc, HV] int32: chunk prepared flags (prep_beside) */
     size_t total;
 } cuda_chunk_workspace;
 
@@ -129,6 +132,9 @@ typedef struct cuda_chunk_plan {
                                    has no W and U) */
     bool tma_store;             /* the wgmma output pass stores whole chunks of a 16-bit output
                                    of the inputs' type by a tensor map over it */
+    int prep_beside;            /* > 0: the preparation runs beside the state pass in this many
+                                   two-team blocks on the SMs the pass leaves free, and the pass
+                                   waits per chunk on its flags (ws.ready) */
     cuda_chunk_workspace ws;
 } cuda_chunk_plan;
 

@@ -91,7 +91,7 @@ __global__ void __launch_bounds__(kThreads) chunk_prep(const chunk_prep_args p)
     const int len = ct.len;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
 
-    stage_gates(p.in, ct, hv, Gs, Bs);
+    stage_gates(p.in, ct, hv, Gs, Bs, threadIdx.x);
     for (int i = warp; i < kC; i += kThreads / 32) {
         const int64_t tok = t0 + i;
         const bool valid = i < len;

@@ -5,12 +5,30 @@
 // apart (eg, ek), every block in the state passes' stage layout (cuda_chunk_layout.h). The fast
 // mode's policies (P::split false) write the hi parts alone, from products of T rounded once.
 // Where the state passes take q and k straight from the inputs (direct_keys, sm_90) it writes
-// no copy of them.
+// no copy of them. For the fast mode's unsplit fused pass it can run beside the state pass
+// (chunk_prep_tc_beside): a persistent grid on the SMs the pass leaves free, two chunks a block
+// at once, a flag per chunk and value head.
 #include "cuda_async_copy.cuh"
 #include "cuda_chunk_device.cuh"
 #include "cuda_mbarrier.cuh"
 
 namespace {
+
+// The threads that prepare one chunk: 256 (eight warps) of the block, from the block's first
+// (one team, the kernel's grid a block per chunk and value head) or from 256 (the second of the
+// two teams of a block that prepares chunks beside the state pass). tid and warp count from the
+// team's first thread; its barriers are named (1 + 2 team: the team, 2 + 2 team: its warps 0-3).
+struct prep_team {
+    int tid, warp, bar;
+    __device__ void sync() const { sync_named(bar, kPrepThreads); }
+    __device__ void sync_low() const { sync_named(bar + 1, kWgThreads); } // warps 0-3
+};
+
+__device__ __forceinline__ prep_team prep_team_of(int team)
+{
+    const int tid = threadIdx.x - team * kPrepThreads;
+    return prep_team{tid, tid >> 5, 1 + 2 * team};
+}
 
 // ---- chunk preparation on 16-bit tensor cores ----------------------------------------------
 //
@@ -54,12 +72,12 @@ __device__ __forceinline__ bool rows16_ok(const gdn_tensor &t, int64_t n)
 // Needs rows16_ok.
 template <class E>
 __device__ __forceinline__ void stage_rows16(E *dst, int ld, const gdn_tensor &t, int64_t row,
-                                             int64_t t0, int64_t head, int len, int np)
+                                             int64_t t0, int64_t head, int len, int np, int tid)
 {
     constexpr int rows = kPrepThreads / 16; // rows per round
     static_assert(kC % rows == 0, "whole rounds");
     static_assert(kMaxDim <= 16 * 8, "a half-warp of 16-byte pieces covers a row");
-    const int x = 8 * (threadIdx.x & 15), i0 = threadIdx.x >> 4;
+    const int x = 8 * (tid & 15), i0 = tid >> 4;
     if (x >= np)
         return;
     const bool in_row = x < t.shape[3];
@@ -93,11 +111,11 @@ __device__ __forceinline__ void unpack8(float (&f)[8], uint4 u)
 template <class P, int KP>
 __device__ __forceinline__ void stage_inv_norms(const typename P::st *Ks,
                                                 const typename P::st *Qs, int ld, bool l2,
-                                                float *Ik, float *Iq)
+                                                float *Ik, float *Iq, int tid)
 {
     static_assert(kPrepThreads == 4 * kC, "two threads per q and k row");
     constexpr int pieces = KP / 8;
-    const int r = threadIdx.x >> 1, h = threadIdx.x & 1;
+    const int r = tid >> 1, h = tid & 1;
     if (!l2) { // the same for the whole block: no shuffle below is left half-done
         if (h == 0)
             (r < kC ? Ik : Iq)[r % kC] = 1.0f;
@@ -214,9 +232,10 @@ __device__ __forceinline__ void store_acc_16x8(float *x, int ld, const float (&a
 // The 32 x 32 diagonal blocks' off-diagonal parts, warp w < 4 on block pair w / 2, columns
 // 8 (w % 2)..: X = A21 T11 for its own 8 columns, through its 512 bytes of scratch, then
 // T21 = -T22 X. Needs the four diagonal blocks and Am's rows written and visible.
-__device__ __forceinline__ void inverse_merge16(const float *Am, float *Tm, int ld, float *scratch)
+__device__ __forceinline__ void inverse_merge16(const float *Am, float *Tm, int ld, float *scratch,
+                                                int warp)
 {
-    const int warp = threadIdx.x >> 5, o = 32 * (warp >> 1), n1 = 8 * (warp & 1);
+    const int o = 32 * (warp >> 1), n1 = 8 * (warp & 1);
     float acc[1][4];
     acc_zero(acc);
     warp_mma<prec_tf32x3>(acc, view(Am + (o + 16) * ld + o, ld, 1),
@@ -232,29 +251,30 @@ __device__ __forceinline__ void inverse_merge16(const float *Am, float *Tm, int 
 // The 64 x 64 inverse's lower-left 32 x 32 block, warp w on rows 16 (w / 4).. and columns
 // 8 (w % 4)..: X = A21 T11 into Xs (32 x ld), a barrier, then T21 = -T22 X. k-steps that would
 // meet T's zero blocks are skipped: X's columns 16.. start at k = 16, T22's rows ..15 stop at
-// k = 16. Ends with a barrier (Tm whole, Xs free).
-__device__ __forceinline__ void inverse_merge32(const float *Am, float *Tm, float *Xs, int ld)
+// k = 16. Ends with a barrier (Tm whole, Xs free). The team's barriers.
+__device__ __forceinline__ void inverse_merge32(const float *Am, float *Tm, float *Xs, int ld,
+                                                const prep_team &tm)
 {
-    const int warp = threadIdx.x >> 5, m2 = 16 * (warp >> 2), n2 = 8 * (warp & 3);
+    const int warp = tm.warp, m2 = 16 * (warp >> 2), n2 = 8 * (warp & 3);
     const int k0 = n2 < 16 ? 0 : 16;
     float acc[1][4];
     acc_zero(acc);
     warp_mma<prec_tf32x3>(acc, view(Am + (32 + m2) * ld + k0, ld, 1),
                           view(Tm + k0 * ld + n2, ld, 1), 0, 0, 32 - k0);
     store_acc_16x8(Xs + m2 * ld + n2, ld, acc, 1.0f);
-    __syncthreads();
+    tm.sync();
     acc_zero(acc);
     warp_mma<prec_tf32x3>(acc, view(Tm + (32 + m2) * ld + 32, ld, 1), view(Xs + n2, ld, 1), 0, 0,
                           m2 + 16);
     store_acc_16x8(Tm + (32 + m2) * ld + n2, ld, acc, -1.0f);
-    __syncthreads();
+    tm.sync();
 }
 
 // Tm's six 16 x 16 blocks above the diagonal to zero, by warps 4-7 (the merges never read them;
 // W and U's products read T whole).
-__device__ __forceinline__ void zero_upper_blocks(float *Tm, int ld)
+__device__ __forceinline__ void zero_upper_blocks(float *Tm, int ld, int tid)
 {
-    for (int i = threadIdx.x - 128; i < 48 * 16; i += 128) { // rows 0..47, 16-byte pieces
+    for (int i = tid - 128; i < 48 * 16; i += 128) { // rows 0..47, 16-byte pieces
         const int r = i / 16, c = 4 * (i % 16);
         if (c >= 16 * (r / 16 + 1))
             *reinterpret_cast<float4 *>(Tm + r * ld + c) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -266,17 +286,17 @@ __device__ __forceinline__ void zero_upper_blocks(float *Tm, int ld)
 // value head's block runs it: the tiles are the same for all of them.
 template <class E, int KP>
 __device__ __forceinline__ void copy_key_tiles(const chunk_prep_tc_args &p, int64_t c, int64_t kh,
-                                               const E *Qs, const E *Ks, int ld)
+                                               const E *Qs, const E *Ks, int ld, int tid)
 {
     constexpr int ldg = tc_layout_for(KP, sizeof(E)).ldk, kblk = kC * ldg;
     constexpr bool kswz = tc_swizzled(KP, sizeof(E));
     static_assert(KP <= 16 * 8, "a half-warp of 16-byte pieces covers a row");
     const int64_t ks = key_slot(p.shape, c, kh);
     E *qd = static_cast<E *>(p.work.Qd) + ks * kblk, *kd = static_cast<E *>(p.work.Kd) + ks * kblk;
-    const int x = 8 * (threadIdx.x & 15);
+    const int x = 8 * (tid & 15);
     if (x >= KP)
         return;
-    for (int i = (threadIdx.x - 128) >> 4; i < kC; i += 8) {
+    for (int i = (tid - 128) >> 4; i < kC; i += 8) {
         const int at = i * ld + x, gat = tile_at<kswz>(i, x, ldg);
         *reinterpret_cast<uint4 *>(qd + gat) = *reinterpret_cast<const uint4 *>(Qs + at);
         *reinterpret_cast<uint4 *>(kd + gat) = *reinterpret_cast<const uint4 *>(Ks + at);
@@ -290,14 +310,14 @@ __device__ __forceinline__ void copy_key_tiles(const chunk_prep_tc_args &p, int6
 template <class P>
 __device__ __forceinline__ void store_t_beta(const chunk_prep_tc_args &p, int64_t ch,
                                              const float *Tm, int ld, const float *Bs,
-                                             unsigned char *scratch)
+                                             unsigned char *scratch, int warp)
 {
     using E = typename P::st;
     constexpr int ldq = tc_ld(kC, sizeof(E));
     constexpr bool qswz = tc_swizzled(kC, sizeof(E));
     E *at = reinterpret_cast<E *>(static_cast<unsigned char *>(p.work.Aq) +
                                   ch * tc_aq_block(2) + tc_aq_part(2));
-    const int warp = threadIdx.x >> 5, m0 = 16 * (warp & 3);
+    const int m0 = 16 * (warp & 3);
 #pragma unroll
     for (int b = 2 * (warp >> 2); b < 2 * (warp >> 2) + 2; b++) {
         unsigned hw[2][2];
@@ -313,11 +333,13 @@ __device__ __forceinline__ void store_t_beta(const chunk_prep_tc_args &p, int64_
     }
 }
 
+// Chunk c of value head hv on a team of 256 threads, in its shared memory smem (prep_tc_layout,
+// then the v tile). Returns with the team's own work done, not the team synchronised.
 template <class P, int KP>
-__global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const chunk_prep_tc_args p)
+__device__ __forceinline__ void prep_chunk(const chunk_prep_tc_args &p, unsigned char *smem,
+                                           int64_t c, int64_t hv, const prep_team &tm)
 {
     using E = typename P::st;
-    extern __shared__ __align__(16) unsigned char smem[];
     constexpr prep_tc_layout L = prep_tc_layout_for(KP, sizeof(E));
     E *Ks = reinterpret_cast<E *>(smem + L.k), *Qs = reinterpret_cast<E *>(smem + L.q);
     E *Vs = reinterpret_cast<E *>(smem + L.v);
@@ -331,14 +353,13 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const chunk_pre
     float *Ik = reinterpret_cast<float *>(smem + L.ik);
     float *Sw = reinterpret_cast<float *>(smem + L.sw); // [64 + 2]
     const ck_tokens &a = p.in;
-    const int64_t hv = blockIdx.y;
     chunk_task ct;
-    if (!chunk_task_for(p.seqs, p.shape, blockIdx.x, hv, ct))
+    if (!chunk_task_for(p.seqs, p.shape, c, hv, ct))
         return;
     const seq_info s = ct.s;
     const int64_t t0 = ct.t0, kh = ct.kh, ch = ct.ch;
     const int len = ct.len;
-    const int tid = threadIdx.x, warp = tid >> 5;
+    const int tid = tm.tid, warp = tm.warp;
     const int VP = p.VP;
     // W, W lo, Q and K go to the workspace in the state pass's shared layout (tc_layout): rows of
     // ldg elements, swizzled or padded
@@ -348,14 +369,14 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const chunk_pre
     if (rows16_ok(a.k, p.shape.K) && rows16_ok(a.q, p.shape.K) && rows16_ok(a.v, p.shape.V)) {
         // every row is whole 16-byte pieces: one round of cp.async for the whole chunk, in
         // flight while the gates load
-        stage_rows16<E>(Ks, L.ldk, a.k, s.row, t0, kh, len, KP);
-        stage_rows16<E>(Qs, L.ldk, a.q, s.row, t0, kh, len, KP);
+        stage_rows16<E>(Ks, L.ldk, a.k, s.row, t0, kh, len, KP, tid);
+        stage_rows16<E>(Qs, L.ldk, a.q, s.row, t0, kh, len, KP, tid);
         if (!p.fused) // (the fused pass reads v itself)
-            stage_rows16<E>(Vs, p.ldv, a.v, s.row, t0, hv, len, VP);
-        stage_gates(p.in, ct, hv, Gs, Bs);
+            stage_rows16<E>(Vs, p.ldv, a.v, s.row, t0, hv, len, VP, tid);
+        stage_gates(p.in, ct, hv, Gs, Bs, tid);
         cp_async_wait_all();
     } else {
-        stage_gates(p.in, ct, hv, Gs, Bs);
+        stage_gates(p.in, ct, hv, Gs, Bs, tid);
         for (int i = warp; i < kC; i += kPrepThreads / 32) {
             const int64_t tok = t0 + i;
             const bool valid = i < len;
@@ -368,11 +389,11 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const chunk_pre
                            (int)p.shape.V, VP);
         }
     }
-    __syncthreads();
+    tm.sync();
     if (tid >= 32 && tid < kC)
         Gs[tid] += Gs[31];
-    stage_inv_norms<P, KP>(Ks, Qs, L.ldk, a.qk_l2norm, Ik, Iq);
-    __syncthreads();
+    stage_inv_norms<P, KP>(Ks, Qs, L.ldk, a.qk_l2norm, Ik, Iq, tid);
+    tm.sync();
     if (tid < kC) { // per token: W's row factors, and Q's and K's to the workspace (per value
                     // head: scale e^G / ||q|| and e^(G_last - G) / ||k||; Q and K go out as they
                     // came, during the inverse)
@@ -420,8 +441,8 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const chunk_pre
                 }
             __syncwarp(); // the diagonal block reads only this warp's rows of A
             inverse_diag_block(Am, Tm, L.ldf, warp);
-            sync_warpgroup(0); // warps 0-3
-            inverse_merge16(Am, Tm, L.ldf, scratch);
+            tm.sync_low(); // warps 0-3
+            inverse_merge16(Am, Tm, L.ldf, scratch, warp);
         } else {
             constexpr int ldq = tc_ld(kC, sizeof(E));
             constexpr bool qswz = tc_swizzled(kC, sizeof(E));
@@ -450,15 +471,15 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const chunk_pre
                 if constexpr (P::split)
                     store_block16<qswz>(aql, ldq, m0, 16 * b, lw, stage + 512);
             }
-            zero_upper_blocks(Tm, L.ldf); // for W and U's products, which read T whole
+            zero_upper_blocks(Tm, L.ldf, tid); // for W and U's products, which read T whole
             if (first_of_key_head(p.shape, hv) && !p.direct_keys) // and Q and K as they came go to
-                copy_key_tiles<E, KP>(p, blockIdx.x, kh, Qs, Ks, L.ldk); // the workspace
+                copy_key_tiles<E, KP>(p, c, kh, Qs, Ks, L.ldk, tid); // the workspace
         }
     }
-    __syncthreads();
-    inverse_merge32(Am, Tm, Xs, L.ldf);
+    tm.sync();
+    inverse_merge32(Am, Tm, Xs, L.ldf, tm);
     if (p.fused) {
-        store_t_beta<P>(p, ch, Tm, L.ldf, Bs, reinterpret_cast<unsigned char *>(scratch));
+        store_t_beta<P>(p, ch, Tm, L.ldf, Bs, reinterpret_cast<unsigned char *>(scratch), warp);
         return;
     }
     { // W = T diag(beta e^G / ||k||) K (warps 0-3) and U = T diag(beta) V (warps 4-7), warp w
@@ -526,6 +547,38 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const chunk_pre
     }
 }
 
+// One chunk and value head a block (blockIdx.x, blockIdx.y), all chunks in parallel.
+template <class P, int KP>
+__global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const chunk_prep_tc_args p)
+{
+    extern __shared__ __align__(16) unsigned char smem[];
+    prep_chunk<P, KP>(p, smem, blockIdx.x, blockIdx.y, prep_team_of(0));
+}
+
+// Beside the state pass (p.ready): a persistent grid of two-team blocks, each team its own
+// shared memory (smem bytes apart) and its own (chunk, value head) tasks in chunk-major order
+// (task = chunk x HV + head: the state pass's blocks need the chunks in order), raising the
+// task's flag in p.ready once its blocks are in the workspace. It lets the state pass launch
+// at once (programmatic dependent launch) and never waits on it: a block per free SM, two
+// teams hiding each other's latency, as two blocks a SM do.
+template <class P, int KP>
+__global__ void __launch_bounds__(2 * kPrepThreads, 1)
+    chunk_prep_tc_beside(const chunk_prep_tc_args p, int smem_bytes)
+{
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    grid_launch_dependents();
+    const int team = threadIdx.x / kPrepThreads;
+    const prep_team tm = prep_team_of(team);
+    unsigned char *smem = smem_raw + team * smem_bytes;
+    const int64_t tasks = p.ntasks;
+    for (int64_t t = 2 * blockIdx.x + team; t < tasks; t += 2 * gridDim.x) {
+        prep_chunk<P, KP>(p, smem, t / p.shape.HV, t % p.shape.HV, tm);
+        tm.sync(); // the team's writes are done (and its shared memory free)
+        if (tm.tid == 0)
+            flag_release(p.ready + t);
+    }
+}
+
 template <class P>
 void launch_for(int KP, const chunk_prep_tc_args &a, int64_t nc, int smem, cudaStream_t stream)
 {
@@ -538,7 +591,27 @@ void launch_for(int KP, const chunk_prep_tc_args &a, int64_t nc, int smem, cudaS
         kernel<<<dim3((unsigned)nc, (unsigned)a.shape.HV), kPrepThreads, smem, stream>>>(a);
 }
 
+template <class P>
+void launch_beside(const chunk_prep_tc_args &a, int blocks, int smem, cudaStream_t stream)
+{
+    const int team_bytes = (smem + 127) / 128 * 128; // (each team's area 128-byte aligned)
+    cudaFuncSetAttribute(chunk_prep_tc_beside<P, 128>,
+                         cudaFuncAttributeMaxDynamicSharedMemorySize, 2 * team_bytes);
+    if (blocks > 0)
+        chunk_prep_tc_beside<P, 128>
+            <<<(unsigned)blocks, 2 * kPrepThreads, 2 * team_bytes, stream>>>(a, team_bytes);
+}
+
 } // namespace
+
+void launch_chunk_prep_tc_beside(gdn_dtype dt, const chunk_prep_tc_args &a, int blocks, int smem,
+                                 cudaStream_t stream)
+{
+    if (dt == GDN_F16)
+        launch_beside<prec_f16_fast>(a, blocks, smem, stream);
+    else
+        launch_beside<prec_bf16_fast>(a, blocks, smem, stream);
+}
 
 void launch_chunk_prep_tc(gdn_dtype dt, bool fast, int KP, const chunk_prep_tc_args &a,
                           int64_t nc, int smem, cudaStream_t stream)

@@ -265,9 +265,16 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1)
     unsigned char *smem = smem_raw + (sbase - raw);
     const ck_pool &a = p.pool;
     const int wg = NW > 1 ? (int)(threadIdx.x / kWgThreads) : 0;
+    // Beside the preparation (p.ready: the fused output pass, unsplit), each chunk is staged
+    // once its flag is up, and the block ends after the preparation's grid, so that the
+    // stream's next work follows both (grid_dependency_wait before every return)
+    const bool beside = OUT && FUSED && p.ready;
     state_block b; // the blocks' tiles in order: all warpgroups share the head and segment
-    if (!state_block_for<OUT>(p, blockIdx.x * NW + wg, kWgCols, KP, b))
+    if (!state_block_for<OUT>(p, blockIdx.x * NW + wg, kWgCols, KP, b)) {
+        if (beside)
+            grid_dependency_wait();
         return;
+    }
     const int tile = b.tile, v0 = b.v0;
     const int64_t hv = b.hv, slot = b.slot, n = b.n, seg = b.seg;
     const bool last_seg = b.last_seg, m_cols = b.m_cols, init = b.init;
@@ -302,6 +309,8 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1)
         const key_at at{kh, s.t0 + kC * (c0 + jj), s.row};
         if (threadIdx.x != 0)
             return;
+        if (beside)
+            flag_acquire_wait(p.ready + c * p.shape.HV + hv);
         if constexpr (FUSED)
             stage_chunk_fused<KP, OUT, NW>(p, sbase + i * L.stage, bar0 + 8 * i,
                                            c * p.shape.HV + hv, at, hv, v0, !m_cols);
@@ -318,7 +327,8 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1)
         }
         __syncthreads(); // the barriers are initialised
         stage_into(0, 0);
-        next_decay = p.work.gl[first * p.shape.HV + hv];
+        if (!beside)
+            next_decay = p.work.gl[first * p.shape.HV + hv];
     }
     for (int64_t j = 0; j < nch; j++) {
         const int64_t ch = (first + j) * p.shape.HV + hv, tok0 = s.t0 + kC * (c0 + j);
@@ -343,10 +353,15 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1)
             bulk_stores_wait<true>();
         if (j > 0 || zero)
             __syncthreads();
-        const float decay = next_decay;
+        float decay = next_decay;
+        if (beside) { // (chunk j is prepared: thread 0 saw its flag; the others look now)
+            flag_acquire_wait(p.ready + ch);
+            decay = p.work.gl[ch];
+        }
         if (j + 1 < nch) {
             stage_into((int)((j + 1) & 1), j + 1);
-            next_decay = p.work.gl[ch + p.shape.HV];
+            if (!beside)
+                next_decay = p.work.gl[ch + p.shape.HV];
         }
         // S^T as hi + lo A fragments: k-step ks holds keys 16ks..16ks+15
         unsigned sh[NKS][4], sl[NKS][4];
@@ -504,6 +519,8 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1)
         }
         return;
     }
+    if (beside)
+        grid_dependency_wait();
     if (!state || !last_seg)
         return;
 #pragma unroll
@@ -519,45 +536,60 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1)
 
 // One of chunk_state_wg's passes (OUT: the output pass, else the maps) with NW warpgroups a
 // block: a block per NW x 64 columns of [M | N] (maps) or of V, head and segment slot.
+// after_prep: the pass may start while the kernel before it in the stream (the preparation
+// beside it) runs (programmatic dependent launch; the pass waits on its flags).
 template <class P, int KP, bool OUT, int NW, bool FUSED>
-void launch_state_wg_as(const chunk_pass_args &k, int64_t nslots, cudaStream_t stream)
+void launch_state_wg_as(const chunk_pass_args &k, int64_t nslots, cudaStream_t stream,
+                        bool after_prep)
 {
     constexpr int bytes = wg_layout_for(KP, NW).bytes, cols = NW * kWgCols;
     const int64_t tiles = (OUT ? 0 : KP / cols) + k.VP / cols;
-    cudaFuncSetAttribute(chunk_state_wg<P, KP, OUT, NW, FUSED>,
-                         cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-    chunk_state_wg<P, KP, OUT, NW, FUSED>
-        <<<(unsigned)(tiles * k.shape.HV * nslots), NW * kWgThreads, bytes, stream>>>(k);
+    auto kernel = chunk_state_wg<P, KP, OUT, NW, FUSED>;
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3((unsigned)(tiles * k.shape.HV * nslots));
+    cfg.blockDim = dim3(NW * kWgThreads);
+    cfg.dynamicSmemBytes = bytes;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = after_prep ? 1 : 0;
+    cudaLaunchKernelEx(&cfg, kernel, k);
 }
 
 // The fused pass where the arguments ask for it (the fast mode only), else W and U's.
 template <class P, int KP, bool OUT, int NW>
-void launch_state_wg(const chunk_pass_args &k, int64_t nslots, cudaStream_t stream)
+void launch_state_wg(const chunk_pass_args &k, int64_t nslots, cudaStream_t stream,
+                     bool after_prep)
 {
     if constexpr (!P::split)
         if (k.fused)
-            return launch_state_wg_as<P, KP, OUT, NW, true>(k, nslots, stream);
-    launch_state_wg_as<P, KP, OUT, NW, false>(k, nslots, stream);
+            return launch_state_wg_as<P, KP, OUT, NW, true>(k, nslots, stream, after_prep);
+    launch_state_wg_as<P, KP, OUT, NW, false>(k, nslots, stream, after_prep);
 }
 
 // launch_state_wg with nw warpgroups a block: 2 only where plan_state chose it, which
 // wg_width_max allows only for K = V = 128 (a block's two tiles must be one head's).
 template <class P, int KP, bool OUT>
-void launch_state_wg_nw(const chunk_pass_args &k, int nw, int64_t nslots, cudaStream_t stream)
+void launch_state_wg_nw(const chunk_pass_args &k, int nw, int64_t nslots, cudaStream_t stream,
+                        bool after_prep)
 {
     if constexpr (KP == 128)
         if (nw == 2)
-            return launch_state_wg<P, KP, OUT, 2>(k, nslots, stream);
-    launch_state_wg<P, KP, OUT, 1>(k, nslots, stream);
+            return launch_state_wg<P, KP, OUT, 2>(k, nslots, stream, after_prep);
+    launch_state_wg<P, KP, OUT, 1>(k, nslots, stream, after_prep);
 }
 
 template <class P, int KP>
-void launch_for(bool out, int nw, const chunk_pass_args &a, int64_t nslots, cudaStream_t stream)
+void launch_for(bool out, int nw, const chunk_pass_args &a, int64_t nslots, cudaStream_t stream,
+                bool after_prep)
 {
     if (out)
-        launch_state_wg_nw<P, KP, true>(a, nw, nslots, stream);
+        launch_state_wg_nw<P, KP, true>(a, nw, nslots, stream, after_prep);
     else
-        launch_state_wg_nw<P, KP, false>(a, nw, nslots, stream);
+        launch_state_wg_nw<P, KP, false>(a, nw, nslots, stream, after_prep);
 }
 
 } // namespace
@@ -586,24 +618,25 @@ bool chunk_state_wg_loaded()
 namespace {
 template <class P>
 void launch_for_kp(int KP, bool out, int nw, const chunk_pass_args &a, int64_t nslots,
-                   cudaStream_t stream)
+                   cudaStream_t stream, bool after_prep)
 {
     if (KP == 64)
-        launch_for<P, 64>(out, nw, a, nslots, stream);
+        launch_for<P, 64>(out, nw, a, nslots, stream, after_prep);
     else
-        launch_for<P, 128>(out, nw, a, nslots, stream);
+        launch_for<P, 128>(out, nw, a, nslots, stream, after_prep);
 }
 } // namespace
 
 void launch_chunk_state_wg(gdn_dtype dt, bool fast, int KP, bool out, int nw,
-                           const chunk_pass_args &a, int64_t nslots, cudaStream_t stream)
+                           const chunk_pass_args &a, int64_t nslots, cudaStream_t stream,
+                           bool after_prep)
 {
     if (dt == GDN_F16 && fast)
-        launch_for_kp<prec_f16_fast>(KP, out, nw, a, nslots, stream);
+        launch_for_kp<prec_f16_fast>(KP, out, nw, a, nslots, stream, after_prep);
     else if (dt == GDN_F16)
-        launch_for_kp<prec_f16>(KP, out, nw, a, nslots, stream);
+        launch_for_kp<prec_f16>(KP, out, nw, a, nslots, stream, after_prep);
     else if (fast)
-        launch_for_kp<prec_bf16_fast>(KP, out, nw, a, nslots, stream);
+        launch_for_kp<prec_bf16_fast>(KP, out, nw, a, nslots, stream, after_prep);
     else
-        launch_for_kp<prec_bf16>(KP, out, nw, a, nslots, stream);
+        launch_for_kp<prec_bf16>(KP, out, nw, a, nslots, stream, after_prep);
 }

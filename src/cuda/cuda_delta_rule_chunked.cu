@@ -14,7 +14,10 @@
 //      (cuda_chunk_prep.cu), chunk_prep_tc for bf16 / f16 (cuda_chunk_prep_tc.cu). On sm_90 the
 //      16-bit state passes take q and k straight from the inputs through TMA tensor maps
 //      (direct_keys), and the preparation writes no copy of them. For the fused pass (the fast
-//      mode on warpgroup products) it writes T diag(beta) and the factors ew instead of W and U.
+//      mode on warpgroup products) it writes T diag(beta) and the factors ew instead of W and U,
+//      and where the unsplit state pass leaves SMs free it runs beside it on them
+//      (chunk_prep_tc_beside, launched first; the state pass follows by programmatic dependent
+//      launch and waits per chunk on the flag the preparation raises).
 //   3. the state pass, one block per (value tile, value head, sequence), chunks in order: the
 //      state tile S gives V' = U - W S, the output O = Q' S + Aqk V', and
 //      S <- e^G_last S + K'^T V'; the last S goes back to the pool. chunk_state for f32 inputs
@@ -131,6 +134,7 @@ struct call_parts {
     ck_pool pool;
     ck_work work;
     float *maps;
+    void *workspace;
 };
 
 // The f32 path: chunk_prep, then chunk_state (never split).
@@ -182,6 +186,19 @@ bool run_16bit(const gdn_delta_rule_problem *p, const cuda_chunk_plan &plan, con
     prep.direct_keys = pass.direct_keys; // no key copies where the passes read the inputs
     prep.fused = pass.fused;
     prep.work = c.work;
+#ifdef GDN_CUDA_WG
+    if (plan.prep_beside > 0) { // the preparation first, the state pass beside it on its flags
+        int *ready = reinterpret_cast<int *>(static_cast<unsigned char *>(c.workspace) +
+                                             plan.ws.ready.off);
+        cudaMemsetAsync(ready, 0, plan.ws.ready.bytes, stream);
+        prep.ready = ready;
+        prep.ntasks = plan.nc * c.shape.HV;
+        launch_chunk_prep_tc_beside(dt, prep, plan.prep_beside, plan.d.prep_tc_bytes, stream);
+        pass.ready = ready;
+        launch_chunk_state_wg(dt, fast, KP, true, plan.nw_out, pass, plan.nslots, stream, true);
+        return true;
+    }
+#endif
     launch_chunk_prep_tc(dt, fast, KP, prep, plan.nc, plan.d.prep_tc_bytes, stream);
 
     stitch_args stitch{};
@@ -243,6 +260,7 @@ extern "C" gdn_status cuda_delta_rule_chunked(gdn_context *ctx, const gdn_delta_
     c.pool.has_state = p->has_state, c.pool.state_layout = a.state_layout;
     c.work = work_of(w, workspace);
     c.maps = reinterpret_cast<float *>(base + w.maps.off);
+    c.workspace = workspace;
     cudaStream_t stream = cuda_stream(ctx);
     if (!plan->uniform) {
         chunk_offsets_args off{};

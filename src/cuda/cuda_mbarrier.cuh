@@ -62,6 +62,65 @@ __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity)
 #endif
 }
 
+// The n threads (whole warps) that use named barrier id (1..15; 0 is __syncthreads').
+__device__ __forceinline__ void sync_named(int id, int n)
+{
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+
+// ---- between grids (sm_90) ----------------------------------------------------------------
+//
+// A grid launched after this one with programmatic dependent launch may start once every block
+// of this one has called grid_launch_dependents (or exited); grid_dependency_wait, in that later
+// grid, waits for this one to complete and its writes to be visible. Flags in global memory
+// pass data between the two while both run: the writer's earlier writes (generic stores) are
+// seen by the reader's later reads, bulk copies included, once it has seen the flag.
+
+__device__ __forceinline__ void grid_launch_dependents()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void grid_dependency_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+// Sets *flag to 1 after this thread's earlier writes (and, by a barrier before, its block's).
+__device__ __forceinline__ void flag_release(int *flag)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    __threadfence();
+    asm volatile("fence.proxy.async.global;\n"
+                 "st.release.gpu.global.u32 [%0], 1;\n" ::"l"(flag)
+                 : "memory");
+#else
+    (void)flag;
+#endif
+}
+
+// Waits until *flag is set (flag_release); this thread's later reads, its bulk copies included,
+// see what the writer wrote before it.
+__device__ __forceinline__ void flag_acquire_wait(const int *flag)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    unsigned v = 0;
+    for (;;) {
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(flag) : "memory");
+        if (v)
+            break;
+        __nanosleep(128);
+    }
+    asm volatile("fence.proxy.async.global;\n" ::: "memory");
+#else
+    (void)flag;
+#endif
+}
+
 // Warpgroup wg's threads only (warps 4 wg .. 4 wg + 3; named barrier 1 + wg, 0 being
 // __syncthreads'): the other warps do other work meanwhile.
 __device__ __forceinline__ void sync_warpgroup(int wg)
