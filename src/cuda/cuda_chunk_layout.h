@@ -138,7 +138,7 @@ CK_FN prep_tc_layout prep_tc_layout_for(int KP, int es)
  * (bar; in the dynamic area, as static shared memory would be padded to its 1024-byte alignment).
  * bytes includes 1024 for aligning the dynamic area. */
 typedef struct wg_layout {
-    int wq, wl, k, a, u, ek, eg, used, stage, bar, bytes;
+    int wq, wl, k, a, u, ek, eg, gl, used, stage, bar, bytes;
 } wg_layout;
 
 /* A warpgroup's U tiles in a stage (64 value columns: two 32-column tiles). */
@@ -152,7 +152,8 @@ CK_FN wg_layout wg_layout_for(int KP, int NW)
     L.u = L.a + tc_aq_block(2); /* Aqk hi, then lo */
     L.ek = L.u + NW * wg_u_bytes();
     L.eg = L.ek + CK_CHUNK * 4;
-    L.used = L.eg + CK_CHUNK * 4;
+    L.gl = L.eg + CK_CHUNK * 4; /* the chunk's decay beside a preparation that runs with it */
+    L.used = L.gl + 16;
     L.stage = (int)round_up(L.used, 1024);
     L.bar = (int)round_up(L.stage + L.used, 8);
     L.bytes = L.bar + 16 + 1024; /* + the alignment of the dynamic area to 1024 */

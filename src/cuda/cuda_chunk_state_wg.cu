@@ -266,8 +266,9 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1)
     const ck_pool &a = p.pool;
     const int wg = NW > 1 ? (int)(threadIdx.x / kWgThreads) : 0;
     // Beside the preparation (p.ready: the fused output pass, unsplit), each chunk is staged
-    // once its flag is up, and the block ends after the preparation's grid, so that the
-    // stream's next work follows both (grid_dependency_wait before every return)
+    // once its flag is up (its decay with it, in the stage), and the block ends after the
+    // preparation's grid, so that the stream's next work follows both (grid_dependency_wait
+    // before every return)
     const bool beside = OUT && FUSED && p.ready;
     state_block b; // the blocks' tiles in order: all warpgroups share the head and segment
     if (!state_block_for<OUT>(p, blockIdx.x * NW + wg, kWgCols, KP, b)) {
@@ -309,8 +310,11 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1)
         const key_at at{kh, s.t0 + kC * (c0 + jj), s.row};
         if (threadIdx.x != 0)
             return;
-        if (beside)
+        if (beside) { // the chunk's decay goes with its stage (the stage's barrier publishes it)
             flag_acquire_wait(p.ready + c * p.shape.HV + hv);
+            *reinterpret_cast<float *>(smem + i * L.stage + L.gl) =
+                p.work.gl[c * p.shape.HV + hv];
+        }
         if constexpr (FUSED)
             stage_chunk_fused<KP, OUT, NW>(p, sbase + i * L.stage, bar0 + 8 * i,
                                            c * p.shape.HV + hv, at, hv, v0, !m_cols);
@@ -353,11 +357,7 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1)
             bulk_stores_wait<true>();
         if (j > 0 || zero)
             __syncthreads();
-        float decay = next_decay;
-        if (beside) { // (chunk j is prepared: thread 0 saw its flag; the others look now)
-            flag_acquire_wait(p.ready + ch);
-            decay = p.work.gl[ch];
-        }
+        const float decay = beside ? *reinterpret_cast<const float *>(stg + L.gl) : next_decay;
         if (j + 1 < nch) {
             stage_into((int)((j + 1) & 1), j + 1);
             if (!beside)
