@@ -197,8 +197,8 @@ static void check_chunk_plan(const cuda_chunk_shape *s, const cuda_chunk_caps *c
           "%s: bulk tensor stores %d", what, (int)p->tma_store);
     if (p->prep_beside) { /* every state block an SM, the preparation's on the others */
         const int64_t blocks = VP / CK_WG_COLS * s->HV * s->N;
-        CHECK(p->fused && !p->split && p->nw_out == 1 && p->prep_beside >= 1 &&
-                  blocks + p->prep_beside <= c->sms &&
+        CHECK(p->fused && !p->split && p->nw_out == 1 && p->prep_beside >= 1 && p->uniform &&
+                  blocks + p->prep_beside <= c->sms && 2 * s->HV * s->N <= c->sms - blocks &&
                   2 * round_up(p->d.prep_tc_bytes, 128) <= c->smem_optin,
               "%s: %d preparation blocks beside %lld state blocks on %d SMs", what,
               p->prep_beside, (long long)blocks, c->sms);
@@ -524,6 +524,11 @@ static void test_env(void)
     CHECK(p.chunk.fused && !p.chunk.prep_beside && p.chunk.ws.ready.bytes == 0,
           "GDN_CUDA_BESIDE=0: the preparation first");
     e.no_beside = false;
+    s.HV = 48, s.H = 16; /* 96 state blocks leave 36 SMs: too few to keep up */
+    cuda_delta_rule_plan_make(&s, h100, &e, &p);
+    CHECK(p.chunk.fused && !p.chunk.split && !p.chunk.prep_beside,
+          "48 heads: the preparation first (%d)", p.chunk.prep_beside);
+    s.HV = 32;
     s.N = 8, s.T = 4096;
     e.state_pass = 2;
     cuda_delta_rule_plan_make(&s, h100, &e, &p);

@@ -395,21 +395,27 @@ static int64_t segment_slots(const cuda_chunk_shape *s, int64_t segc)
 }
 
 /* Blocks of the preparation beside the state pass (chunk_prep_tc_beside), 0 where it runs
- * before it: the fused pass unsplit with one warpgroup a block, whose blocks (one an SM: their
- * shared memory) leave SMs free, and two preparation teams' shared memory in one block. One
- * block per free SM (a block spreads one an SM; each runs two chunks at once), no more than
- * half the (chunk, head) tasks. The preparation starts first and never waits, so no launch
- * order or residency can hang the call (docs/DESIGN.md). */
+ * before it: the fused pass unsplit with one warpgroup a block on equal-length sequences, whose
+ * blocks (one an SM: their shared memory) leave SMs free, two preparation teams' shared memory
+ * in one block, and enough free SMs that the preparation keeps up: its N x HV tasks a chunk
+ * step, about 8 us each on two teams a free SM, against the state pass's step of about 2 us,
+ * which holds while N x HV <= free SMs / 2 (8192 / 16 / 32 on 132 SMs: 32 <= 34). One block
+ * per free SM (a block spreads one an SM; each runs two chunks at once), no more than half the
+ * tasks. The preparation starts first and never waits, so no launch order or residency can
+ * hang the call (docs/DESIGN.md). */
 static int prep_beside_blocks(const cuda_chunk_shape *s, const cuda_chunk_caps *c,
                               const cuda_chunk_env *e, const cuda_chunk_plan *p)
 {
-    if (!p->fused || p->split || p->nw_out != 1 || e->no_beside || c->sms <= 0)
+    if (!p->fused || p->split || p->nw_out != 1 || s->varlen || s->slots || e->no_beside ||
+        c->sms <= 0)
         return 0;
     const int64_t state_blocks = p->d.VP / CK_WG_COLS * s->HV * s->N;
     const int64_t team = round_up(p->d.prep_tc_bytes, 128), tasks = p->nc * s->HV;
     if (state_blocks >= c->sms || 2 * team > c->smem_optin || tasks == 0)
         return 0;
     const int64_t free_sms = c->sms - state_blocks, half = (tasks + 1) / 2;
+    if (2 * s->HV * s->N > free_sms)
+        return 0;
     return (int)(free_sms < half ? free_sms : half);
 }
 

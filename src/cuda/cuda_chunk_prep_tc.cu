@@ -555,12 +555,13 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const chunk_pre
     prep_chunk<P, KP>(p, smem, blockIdx.x, blockIdx.y, prep_team_of(0));
 }
 
-// Beside the state pass (p.ready): a persistent grid of two-team blocks, each team its own
-// shared memory (smem bytes apart) and its own (chunk, value head) tasks in chunk-major order
-// (task = chunk x HV + head: the state pass's blocks need the chunks in order), raising the
-// task's flag in p.ready once its blocks are in the workspace. It lets the state pass launch
-// at once (programmatic dependent launch) and never waits on it: a block per free SM, two
-// teams hiding each other's latency, as two blocks a SM do.
+// Beside the state pass (p.ready; equal-length sequences): a persistent grid of two-team
+// blocks, each team its own shared memory (smem bytes apart) and its own (chunk, value head)
+// tasks in the order the state pass's blocks need them (chunk j of every sequence and head,
+// then chunk j + 1), raising the chunk's flag in p.ready (chunk x HV + head) once its blocks are
+// in the workspace. It lets the state pass launch at once (programmatic dependent launch) and
+// never waits on it: a block per free SM, two teams hiding each other's latency, as two blocks
+// a SM do.
 template <class P, int KP>
 __global__ void __launch_bounds__(2 * kPrepThreads, 1)
     chunk_prep_tc_beside(const chunk_prep_tc_args p, int smem_bytes)
@@ -571,11 +572,14 @@ __global__ void __launch_bounds__(2 * kPrepThreads, 1)
     const prep_team tm = prep_team_of(team);
     unsigned char *smem = smem_raw + team * smem_bytes;
     const int64_t tasks = p.ntasks;
+    const int64_t heads = p.shape.N * p.shape.HV; // (tasks a step: N x HV)
     for (int64_t t = 2 * blockIdx.x + team; t < tasks; t += 2 * gridDim.x) {
-        prep_chunk<P, KP>(p, smem, t / p.shape.HV, t % p.shape.HV, tm);
+        const int64_t j = t / heads, n = t % heads / p.shape.HV, hv = t % p.shape.HV;
+        const int64_t c = n * p.seqs.seq_chunks + j;
+        prep_chunk<P, KP>(p, smem, c, hv, tm);
         tm.sync(); // the team's writes are done (and its shared memory free)
         if (tm.tid == 0)
-            flag_release(p.ready + t);
+            flag_release(p.ready + c * p.shape.HV + hv);
     }
 }
 

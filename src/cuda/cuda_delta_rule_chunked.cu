@@ -194,6 +194,8 @@ bool run_16bit(const gdn_delta_rule_problem *p, const cuda_chunk_plan &plan, con
         prep.ready = ready;
         prep.ntasks = plan.nc * c.shape.HV;
         launch_chunk_prep_tc_beside(dt, prep, plan.prep_beside, plan.d.prep_tc_bytes, stream);
+        if (cudaPeekAtLastError() != cudaSuccess) // (no state pass waiting on flags that never
+            return true;                          // come; cuda_check reports the error)
         pass.ready = ready;
         launch_chunk_state_wg(dt, fast, KP, true, plan.nw_out, pass, plan.nslots, stream, true);
         return true;
