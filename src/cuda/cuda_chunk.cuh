@@ -108,8 +108,9 @@ struct alignas(16) chunk_prep_args {
     ck_work work;
 };
 
-// chunk_prep_tc (bf16 / f16 inputs), one block per (chunk, value head). With direct_keys the
-// state passes take q and k from the inputs, and no Qd / Kd is written.
+// chunk_prep_tc (bf16 / f16 inputs), one block per (chunk, value head), or for the fused pass per
+// (chunk, key head). With direct_keys the state passes take q and k from the inputs, and no
+// Qd / Kd is written.
 struct alignas(16) chunk_prep_tc_args {
     ck_tokens in;
     ck_seqs seqs;
@@ -119,8 +120,8 @@ struct alignas(16) chunk_prep_tc_args {
     bool direct_keys;
     bool fused;                 // T diag(beta) and ew for the fused pass, no W and U
     ck_work work;
-    int *ready;                 // chunk_prep_tc_beside: [ntasks] flags, task = chunk x HV + hv
-    int64_t ntasks;
+    int *ready;                 // chunk_prep_tc_beside: flags [chunk x HV + hv]
+    int64_t ntasks;             // and its tasks (chunk, key head): chunks x H
 };
 
 // chunk_state (f32 inputs), one block per (32 value columns, value head, sequence). d: its

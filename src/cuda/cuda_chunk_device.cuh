@@ -93,6 +93,17 @@ __device__ __forceinline__ int64_t key_head_of(const ck_shape &p, int64_t hv)
     return p.gva == GDN_GVA_BLOCK ? hv / p.ratio : hv % p.H;
 }
 
+// Key head kh's value heads: first_value_head(kh) + i value_head_step apart, i < ratio.
+__device__ __forceinline__ int64_t first_value_head(const ck_shape &p, int64_t kh)
+{
+    return p.gva == GDN_GVA_BLOCK ? kh * p.ratio : kh;
+}
+
+__device__ __forceinline__ int64_t value_head_step(const ck_shape &p)
+{
+    return p.gva == GDN_GVA_BLOCK ? 1 : p.H;
+}
+
 // The 16-bit path's Qd / Kd block of chunk c's key head kh (shared by its value heads).
 __device__ __forceinline__ int64_t key_slot(const ck_shape &p, int64_t c, int64_t kh)
 {
@@ -128,31 +139,50 @@ __device__ __forceinline__ bool chunk_task_for(const ck_seqs &p, const ck_shape 
 
 // ---- the preparations' common steps -------------------------------------------------------
 
-// Threads tid 0..63 (tid: the thread's index among those preparing the chunk): the chunk's gates (zero past its end), beta into Bs and, in Gs, the cumulative
-// log-decay within each 32-token half (the caller adds Gs[31] to the second half after a barrier).
-__device__ __forceinline__ void stage_gates(const ck_tokens &a, const chunk_task &t, int64_t hv,
-                                            float *Gs, float *Bs, int tid)
+// Threads tid 0..63 (tid: the thread's index among those preparing the chunk): the chunk's
+// gates (zero past its end), beta into Bs and, in Gs, the cumulative log-decay within each
+// 32-token half (the caller adds Gs[31] to the second half after a barrier): stage_gates, or its
+// two steps apart, token tid's gate and beta (gate_values: loads that can be issued early, into
+// registers) and the scan and stores (store_gates).
+struct gate_pair {
+    float g, b;
+};
+
+__device__ __forceinline__ gate_pair gate_values(const ck_tokens &a, const chunk_task &t,
+                                                 int64_t hv, int tid)
+{
+    gate_pair v = {0.0f, 0.0f};
+    if (tid < t.len) {
+        const int64_t tok = t.t0 + tid;
+        v.g = a.g.data ? ld(a.g, tok_off(a.g, t.s.row, tok, hv)) : 0.0f;
+        v.b = ld(a.beta, tok_off(a.beta, t.s.row, tok, hv));
+        if (a.gate_in_kernel) {
+            v.g = gate_g(a.gating, hv, v.g);
+            v.b = gate_beta(a.gating, v.b);
+        }
+    }
+    return v;
+}
+
+__device__ __forceinline__ void store_gates(gate_pair v, float *Gs, float *Bs, int tid)
 {
     const int lane = tid & 31;
     if (tid >= kC)
         return;
-    float g = 0.0f, b = 0.0f;
-    if (tid < t.len) {
-        const int64_t tok = t.t0 + tid;
-        g = a.g.data ? ld(a.g, tok_off(a.g, t.s.row, tok, hv)) : 0.0f;
-        b = ld(a.beta, tok_off(a.beta, t.s.row, tok, hv));
-        if (a.gate_in_kernel) {
-            g = gate_g(a.gating, hv, g);
-            b = gate_beta(a.gating, b);
-        }
-    }
+    float g = v.g;
     for (int o = 1; o < 32; o <<= 1) {
         float y = __shfl_up_sync(0xffffffffu, g, o);
         if (lane >= o)
             g += y;
     }
     Gs[tid] = g;
-    Bs[tid] = b;
+    Bs[tid] = v.b;
+}
+
+__device__ __forceinline__ void stage_gates(const ck_tokens &a, const chunk_task &t, int64_t hv,
+                                            float *Gs, float *Bs, int tid)
+{
+    store_gates(tid < kC ? gate_values(a, t, hv, tid) : gate_pair{0.0f, 0.0f}, Gs, Bs, tid);
 }
 
 // x, y to dst[0], dst[1] (shared or global; dst 4-byte aligned for 16-bit types: one store).

@@ -333,11 +333,39 @@ __device__ __forceinline__ void store_t_beta(const chunk_prep_tc_args &p, int64_
     }
 }
 
-// Chunk c of value head hv on a team of 256 threads, in its shared memory smem (prep_tc_layout,
-// then the v tile). Returns with the team's own work done, not the team synchronised.
-template <class P, int KP>
+// A warp's 16 x 64 accumulator tile (rows m0.., acc_row / acc_col) to the f32 tile x (row stride
+// ld), and back: each thread its own elements, so no barrier is needed between the two.
+__device__ __forceinline__ void acc_rows_to(float *x, int ld, int m0, const float (&acc)[8][4])
+{
+#pragma unroll
+    for (int jt = 0; jt < 8; jt++)
+#pragma unroll
+        for (int e = 0; e < 4; e += 2)
+            *reinterpret_cast<float2 *>(x + (m0 + acc_row(e)) * ld + acc_col(jt, e)) =
+                make_float2(acc[jt][e], acc[jt][e + 1]);
+}
+
+__device__ __forceinline__ void acc_rows_from(float (&acc)[8][4], const float *x, int ld, int m0)
+{
+#pragma unroll
+    for (int jt = 0; jt < 8; jt++)
+#pragma unroll
+        for (int e = 0; e < 4; e += 2) {
+            const float2 v =
+                *reinterpret_cast<const float2 *>(x + (m0 + acc_row(e)) * ld + acc_col(jt, e));
+            acc[jt][e] = v.x, acc[jt][e + 1] = v.y;
+        }
+}
+
+// Chunk c of `count` value heads of one key head, from hv0 (value_heads_of), on a team of 256
+// threads, in its shared memory smem (prep_tc_layout, then the v tile): the key head's work (q
+// and k's loads and norms, the products K K^T and Q K^T) once, then each value head's (gates, A,
+// the inverse, Aqk, and T diag(beta) or W and U). More than one value head only for the fused
+// pass, which takes no v tile. With p.ready each head's flag goes up once its blocks are out,
+// and the team is synchronised on return; without, it returns with its own work done.
+template <class P, int KP, bool FUSED>
 __device__ __forceinline__ void prep_chunk(const chunk_prep_tc_args &p, unsigned char *smem,
-                                           int64_t c, int64_t hv, const prep_team &tm)
+                                           int64_t c, int64_t hv0, int count, const prep_team &tm)
 {
     using E = typename P::st;
     constexpr prep_tc_layout L = prep_tc_layout_for(KP, sizeof(E));
@@ -354,10 +382,10 @@ __device__ __forceinline__ void prep_chunk(const chunk_prep_tc_args &p, unsigned
     float *Sw = reinterpret_cast<float *>(smem + L.sw); // [64 + 2]
     const ck_tokens &a = p.in;
     chunk_task ct;
-    if (!chunk_task_for(p.seqs, p.shape, c, hv, ct))
+    if (!chunk_task_for(p.seqs, p.shape, c, hv0, ct))
         return;
     const seq_info s = ct.s;
-    const int64_t t0 = ct.t0, kh = ct.kh, ch = ct.ch;
+    const int64_t t0 = ct.t0, kh = ct.kh, hstep = value_head_step(p.shape);
     const int len = ct.len;
     const int tid = tm.tid, warp = tm.warp;
     const int VP = p.VP;
@@ -371,12 +399,12 @@ __device__ __forceinline__ void prep_chunk(const chunk_prep_tc_args &p, unsigned
         // flight while the gates load
         stage_rows16<E>(Ks, L.ldk, a.k, s.row, t0, kh, len, KP, tid);
         stage_rows16<E>(Qs, L.ldk, a.q, s.row, t0, kh, len, KP, tid);
-        if (!p.fused) // (the fused pass reads v itself)
-            stage_rows16<E>(Vs, p.ldv, a.v, s.row, t0, hv, len, VP, tid);
-        stage_gates(p.in, ct, hv, Gs, Bs, tid);
+        if (!FUSED) // (the fused pass reads v itself)
+            stage_rows16<E>(Vs, p.ldv, a.v, s.row, t0, hv0, len, VP, tid);
+        stage_gates(p.in, ct, hv0, Gs, Bs, tid);
         cp_async_wait_all();
     } else {
-        stage_gates(p.in, ct, hv, Gs, Bs, tid);
+        stage_gates(p.in, ct, hv0, Gs, Bs, tid);
         for (int i = warp; i < kC; i += kPrepThreads / 32) {
             const int64_t tok = t0 + i;
             const bool valid = i < len;
@@ -384,8 +412,8 @@ __device__ __forceinline__ void prep_chunk(const chunk_prep_tc_args &p, unsigned
                        KP);
             load_row16(Qs + i * L.ldk, a.q, tok_off(a.q, s.row, tok, kh), valid, (int)p.shape.K,
                        KP);
-            if (!p.fused)
-                load_row16(Vs + i * p.ldv, a.v, tok_off(a.v, s.row, tok, hv), valid,
+            if (!FUSED)
+                load_row16(Vs + i * p.ldv, a.v, tok_off(a.v, s.row, tok, hv0), valid,
                            (int)p.shape.V, VP);
         }
     }
@@ -394,31 +422,11 @@ __device__ __forceinline__ void prep_chunk(const chunk_prep_tc_args &p, unsigned
         Gs[tid] += Gs[31];
     stage_inv_norms<P, KP>(Ks, Qs, L.ldk, a.qk_l2norm, Ik, Iq, tid);
     tm.sync();
-    if (tid < kC) { // per token: W's row factors, and Q's and K's to the workspace (per value
-                    // head: scale e^G / ||q|| and e^(G_last - G) / ||k||; Q and K go out as they
-                    // came, during the inverse)
-        const float eg = expf(Gs[tid]);
-        Sw[tid] = Bs[tid] * eg * Ik[tid]; // (they scale T's columns)
-        p.work.eg[ch * kC + tid] = p.scale * eg * Iq[tid];
-        p.work.ek[ch * kC + tid] = expf(Gs[kC - 1] - Gs[tid]) * Ik[tid];
-        if (p.fused)
-            p.work.ew[ch * kC + tid] = eg * Ik[tid];
-        if (tid == 0)
-            p.work.gl[ch] = expf(Gs[kC - 1]);
-        if constexpr (P::is_f16) { // their largest magnitude per warp, at Sw[64 + warp]
-            const unsigned m = __reduce_max_sync(0xffffffffu, __float_as_uint(fabsf(Sw[tid])));
-            if ((tid & 31) == 0)
-                Sw[kC + (tid >> 5)] = __uint_as_float(m);
-        }
-    }
-    // Each warp's 1 KiB of the scratch Xs (the first merge's X tile, the 16-byte stores' staging).
-    float *scratch = Xs + 256 * warp;
-    static_assert(32 * L.ldf * 4 >= kPrepThreads / 32 * 1024, "Xs holds 1 KiB a warp");
-    { // A = diag(beta) (K K^T * decay) strictly lower and the inverse's first steps (warps 0-3),
-      // while warps 4-7 make Aqk
-        const int m0 = 16 * (warp & 3);
+    // K K^T (warps 0-3) and Q K^T (warps 4-7), rows 16 (w % 4)..: the same for every value head
+    const int m0 = 16 * (warp & 3);
+    float acc[8][4];
+    {
         const E *X = warp < 4 ? Ks : Qs;
-        float acc[8][4];
         acc_zero(acc);
         unsigned fa[4], fb[4];
         for (int k0 = 0; k0 < KP; k0 += 16) {
@@ -429,137 +437,197 @@ __device__ __forceinline__ void prep_chunk(const chunk_prep_tc_args &p, unsigned
                 mma2<P>(acc[2 * nt], acc[2 * nt + 1], fa, fb);
             }
         }
-        if (warp < 4) {
+    }
+    // The fused pass's value heads all start from these products, which would not stay in
+    // registers through the inverse (spills): they go to k's and q's tiles, read no more, and
+    // each thread takes its own elements back per value head
+    float *kk = reinterpret_cast<float *>(warp < 4 ? Ks : Qs);
+    static_assert(!FUSED || kC * L.ldf * 4 <= L.q - L.k, "an f32 product fits a tile's place");
+    if constexpr (FUSED) {
+        tm.sync(); // every warp is done reading K and Q
+        acc_rows_to(kk, L.ldf, m0, acc);
+    }
+    // Each warp's 1 KiB of the scratch Xs (the first merge's X tile, the 16-byte stores' staging).
+    float *scratch = Xs + 256 * warp;
+    static_assert(32 * L.ldf * 4 >= kPrepThreads / 32 * 1024, "Xs holds 1 KiB a warp");
+    gate_pair next = {0.0f, 0.0f}; // the next value head's gates, loaded during this one's work
+    for (int i = 0; i < count; i++) {
+        const int64_t hv = hv0 + i * hstep, ch = c * p.shape.HV + hv;
+        if constexpr (FUSED)
+            acc_rows_from(acc, kk, L.ldf, m0);
+        if (i > 0) { // (the last head's readers of Gs and Bs are past the barrier that ended it)
+            store_gates(next, Gs, Bs, tid);
+            tm.sync();
+            if (tid >= 32 && tid < kC)
+                Gs[tid] += Gs[31];
+            tm.sync();
+        }
+        if (i + 1 < count && tid < kC)
+            next = gate_values(p.in, ct, hv + hstep, tid);
+        if (tid < kC) { // per token: W's row factors, and Q's and K's to the workspace (per value
+                        // head: scale e^G / ||q|| and e^(G_last - G) / ||k||; Q and K go out as
+                        // they came, during the inverse)
+            const float eg = expf(Gs[tid]);
+            Sw[tid] = Bs[tid] * eg * Ik[tid]; // (they scale T's columns)
+            p.work.eg[ch * kC + tid] = p.scale * eg * Iq[tid];
+            p.work.ek[ch * kC + tid] = expf(Gs[kC - 1] - Gs[tid]) * Ik[tid];
+            if (FUSED)
+                p.work.ew[ch * kC + tid] = eg * Ik[tid];
+            if (tid == 0)
+                p.work.gl[ch] = expf(Gs[kC - 1]);
+            if constexpr (P::is_f16) { // their largest magnitude per warp, at Sw[64 + warp]
+                const unsigned m = __reduce_max_sync(0xffffffffu, __float_as_uint(fabsf(Sw[tid])));
+                if ((tid & 31) == 0)
+                    Sw[kC + (tid >> 5)] = __uint_as_float(m);
+            }
+        }
+        { // A = diag(beta) (K K^T * decay) strictly lower and the inverse's first steps (warps
+          // 0-3), while warps 4-7 make Aqk
+            if (warp < 4) {
 #pragma unroll
-            for (int jt = 0; jt < 8; jt++)
+                for (int jt = 0; jt < 8; jt++)
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int r = m0 + acc_row(e), cc = acc_col(jt, e);
-                    Am[r * L.ldf + cc] =
-                        cc < r ? Bs[r] * Ik[r] * Ik[cc] * acc[jt][e] * __expf(Gs[r] - Gs[cc])
-                               : 0.0f;
-                }
-            __syncwarp(); // the diagonal block reads only this warp's rows of A
-            inverse_diag_block(Am, Tm, L.ldf, warp);
-            tm.sync_low(); // warps 0-3
-            inverse_merge16(Am, Tm, L.ldf, scratch, warp);
-        } else {
-            constexpr int ldq = tc_ld(kC, sizeof(E));
-            constexpr bool qswz = tc_swizzled(kC, sizeof(E));
-            out_st *aq = static_cast<out_st *>(p.work.Aq) + ch * (tc_aq_block(2) / 2); // (prec_out)
-            out_st *aql = aq + tc_aq_part(2) / 2;                                  // the lo part
-            // 16 x 16 blocks, 16 bytes a lane through the warp's scratch
-#pragma unroll
-            for (int b = 0; b < 4; b++) {
-                unsigned hw[2][2], lw[2][2];
-#pragma unroll
-                for (int j = 0; j < 2; j++)
-#pragma unroll
-                    for (int h = 0; h < 2; h++) {
-                        const int jt = 2 * b + j, e = 2 * h;
+                    for (int e = 0; e < 4; e++) {
                         const int r = m0 + acc_row(e), cc = acc_col(jt, e);
-                        const float f = p.scale * Iq[r];
-                        const float x =
-                            cc <= r ? f * Ik[cc] * acc[jt][e] * __expf(Gs[r] - Gs[cc]) : 0.0f;
-                        const float y = cc + 1 <= r ? f * Ik[cc + 1] * acc[jt][e + 1] *
-                                                          __expf(Gs[r] - Gs[cc + 1])
-                                                    : 0.0f;
-                        split_pair<prec_out>(x, y, hw[j][h], lw[j][h]);
+                        Am[r * L.ldf + cc] =
+                            cc < r ? Bs[r] * Ik[r] * Ik[cc] * acc[jt][e] * __expf(Gs[r] - Gs[cc])
+                                   : 0.0f;
                     }
-                unsigned char *stage = reinterpret_cast<unsigned char *>(scratch);
-                store_block16<qswz>(aq, ldq, m0, 16 * b, hw, stage);
-                if constexpr (P::split)
-                    store_block16<qswz>(aql, ldq, m0, 16 * b, lw, stage + 512);
-            }
-            zero_upper_blocks(Tm, L.ldf, tid); // for W and U's products, which read T whole
-            if (first_of_key_head(p.shape, hv) && !p.direct_keys) // and Q and K as they came go to
-                copy_key_tiles<E, KP>(p, c, kh, Qs, Ks, L.ldk, tid); // the workspace
-        }
-    }
-    tm.sync();
-    inverse_merge32(Am, Tm, Xs, L.ldf, tm);
-    if (p.fused) {
-        store_t_beta<P>(p, ch, Tm, L.ldf, Bs, reinterpret_cast<unsigned char *>(scratch), warp);
-        return;
-    }
-    { // W = T diag(beta e^G / ||k||) K (warps 0-3) and U = T diag(beta) V (warps 4-7), warp w
-      // rows 16 (w % 4).., all columns: each warp builds its T fragments once. With long memory
-      // the state pass's V' = U - W S is a small difference of large terms, so the cancellation
-      // must happen in f32: U stays f32, W goes out as hi + lo 16-bit parts, and the products
-      // lose nothing to 16 bits. Their right operands are the exact 16-bit k and v rows; the row
-      // factors scale T's columns in f32, and that product enters as hi + lo parts. (T rounded
-      // once, shared by U and W, only scales V' = T (beta v - beta e^G k S) when T is well
-      // conditioned; on some long-memory draws it left the state 1e-3 off, against 6e-6 with T
-      // split.)
-        const int m0 = 16 * (warp & 3);
-        const bool isw = warp < 4;
-        E *w = static_cast<E *>(p.work.W) + ch * kblk;
-        E *wl = static_cast<E *>(p.work.Wl) + ch * kblk;
-        float *u = static_cast<float *>(p.work.U) + ch * (VP / kVT) * (tc_u_tile() / 4);
-        const float2 wpow = w_scale_pow2<P>(Sw + kC);
-        unsigned char *stage = reinterpret_cast<unsigned char *>(scratch);
-        const E *B = isw ? Ks : Vs;
-        const int ldb = isw ? L.ldk : p.ldv, n = isw ? KP : VP;
-        const float down = isw ? wpow.x : 1.0f;
-        unsigned ta[4][4], tl[4][4], fb[4]; // T diag(row factors) as hi + lo fragments
-#pragma unroll
-        for (int ks = 0; ks < 4; ks++)
-            frag_a_f32_cols_split<P>(ta[ks], tl[ks], Tm, L.ldf, m0, 16 * ks, isw ? Sw : Bs, down);
-        for (int nb = 0; nb < n; nb += 16) {
-            float acc[2][4], acl[2][4]; // the hi and lo products: two chains, not one
-            acc_zero(acc);
-            acc_zero(acl);
-#pragma unroll
-            for (int ks = 0; ks < 4; ks++) {
-                frag_b2(fb, B, ldb, 16 * ks, nb);
-                mma2<P>(acc[0], acc[1], ta[ks], fb);
-                if constexpr (P::split)
-                    mma2<P>(acl[0], acl[1], tl[ks], fb);
-            }
-            if constexpr (P::split)
-#pragma unroll
-                for (int jt = 0; jt < 2; jt++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++)
-                        acc[jt][e] += acl[jt][e] * (1.0f / P::lo_scale); // (split_pair)
-            if (isw) { // hi + lo parts, 16 bytes a lane through the warp's scratch
-                unsigned hw[2][2], lw[2][2];
-#pragma unroll
-                for (int jt = 0; jt < 2; jt++)
-#pragma unroll
-                    for (int h = 0; h < 2; h++)
-                        split_pair<P>(wpow.y * acc[jt][2 * h], wpow.y * acc[jt][2 * h + 1],
-                                      hw[jt][h], lw[jt][h]);
-                store_block16<kswz>(w, ldg, m0, nb, hw, stage);
-                if constexpr (P::split)
-                    store_block16<kswz>(wl, ldg, m0, nb, lw, stage + 512);
+                __syncwarp(); // the diagonal block reads only this warp's rows of A
+                inverse_diag_block(Am, Tm, L.ldf, warp);
+                tm.sync_low(); // warps 0-3
+                inverse_merge16(Am, Tm, L.ldf, scratch, warp);
             } else {
+                constexpr int ldq = tc_ld(kC, sizeof(E));
+                constexpr bool qswz = tc_swizzled(kC, sizeof(E));
+                out_st *aq =
+                    static_cast<out_st *>(p.work.Aq) + ch * (tc_aq_block(2) / 2); // (prec_out)
+                out_st *aql = aq + tc_aq_part(2) / 2;                             // the lo part
+                // 16 x 16 blocks, 16 bytes a lane through the warp's scratch
 #pragma unroll
-                for (int jt = 0; jt < 2; jt++)
+                for (int b = 0; b < 4; b++) {
+                    unsigned hw[2][2], lw[2][2];
 #pragma unroll
-                    for (int e = 0; e < 4; e += 2) {
-                        const int c = nb + acc_col(jt, e); // U tile c / 32, column c % 32
-                        store_pair(u + (c / kVT) * (kC * kVT) + u_index(m0 + acc_row(e), c % kVT),
-                                   acc[jt][e], acc[jt][e + 1]);
-                    }
+                    for (int j = 0; j < 2; j++)
+#pragma unroll
+                        for (int h = 0; h < 2; h++) {
+                            const int jt = 2 * b + j, e = 2 * h;
+                            const int r = m0 + acc_row(e), cc = acc_col(jt, e);
+                            const float f = p.scale * Iq[r];
+                            const float x =
+                                cc <= r ? f * Ik[cc] * acc[jt][e] * __expf(Gs[r] - Gs[cc]) : 0.0f;
+                            const float y = cc + 1 <= r ? f * Ik[cc + 1] * acc[jt][e + 1] *
+                                                              __expf(Gs[r] - Gs[cc + 1])
+                                                        : 0.0f;
+                            split_pair<prec_out>(x, y, hw[j][h], lw[j][h]);
+                        }
+                    unsigned char *stage = reinterpret_cast<unsigned char *>(scratch);
+                    store_block16<qswz>(aq, ldq, m0, 16 * b, hw, stage);
+                    if constexpr (P::split)
+                        store_block16<qswz>(aql, ldq, m0, 16 * b, lw, stage + 512);
+                }
+                zero_upper_blocks(Tm, L.ldf, tid); // for W and U's products, which read T whole
+                if (first_of_key_head(p.shape, hv) && !p.direct_keys) // Q and K as they came
+                    copy_key_tiles<E, KP>(p, c, kh, Qs, Ks, L.ldk, tid);  // to the workspace
             }
         }
+        tm.sync();
+        inverse_merge32(Am, Tm, Xs, L.ldf, tm);
+        if constexpr (FUSED) {
+            store_t_beta<P>(p, ch, Tm, L.ldf, Bs, reinterpret_cast<unsigned char *>(scratch), warp);
+            if (p.ready || i + 1 < count)
+                tm.sync(); // the head's blocks are out, the team's shared memory free
+            if (p.ready && tid == 0)
+                flag_release(p.ready + ch);
+            continue;
+        }
+        { // W = T diag(beta e^G / ||k||) K (warps 0-3) and U = T diag(beta) V (warps 4-7), warp w
+          // rows 16 (w % 4).., all columns: each warp builds its T fragments once. With long memory
+          // the state pass's V' = U - W S is a small difference of large terms, so the cancellation
+          // must happen in f32: U stays f32, W goes out as hi + lo 16-bit parts, and the products
+          // lose nothing to 16 bits. Their right operands are the exact 16-bit k and v rows; the
+          // row factors scale T's columns in f32, and that product enters as hi + lo parts. (T
+          // rounded once, shared by U and W, only scales V' = T (beta v - beta e^G k S) when T is
+          // well conditioned; on some long-memory draws it left the state 1e-3 off, against 6e-6
+          // with T split.)
+            const bool isw = warp < 4;
+            E *w = static_cast<E *>(p.work.W) + ch * kblk;
+            E *wl = static_cast<E *>(p.work.Wl) + ch * kblk;
+            float *u = static_cast<float *>(p.work.U) + ch * (VP / kVT) * (tc_u_tile() / 4);
+            const float2 wpow = w_scale_pow2<P>(Sw + kC);
+            unsigned char *stage = reinterpret_cast<unsigned char *>(scratch);
+            const E *B = isw ? Ks : Vs;
+            const int ldb = isw ? L.ldk : p.ldv, n = isw ? KP : VP;
+            const float down = isw ? wpow.x : 1.0f;
+            unsigned ta[4][4], tl[4][4], fb[4]; // T diag(row factors) as hi + lo fragments
+#pragma unroll
+            for (int ks = 0; ks < 4; ks++)
+                frag_a_f32_cols_split<P>(ta[ks], tl[ks], Tm, L.ldf, m0, 16 * ks, isw ? Sw : Bs,
+                                         down);
+            for (int nb = 0; nb < n; nb += 16) {
+                float wacc[2][4], wacl[2][4]; // the hi and lo products: two chains, not one
+                acc_zero(wacc);
+                acc_zero(wacl);
+#pragma unroll
+                for (int ks = 0; ks < 4; ks++) {
+                    frag_b2(fb, B, ldb, 16 * ks, nb);
+                    mma2<P>(wacc[0], wacc[1], ta[ks], fb);
+                    if constexpr (P::split)
+                        mma2<P>(wacl[0], wacl[1], tl[ks], fb);
+                }
+                if constexpr (P::split)
+#pragma unroll
+                    for (int jt = 0; jt < 2; jt++)
+#pragma unroll
+                        for (int e = 0; e < 4; e++)
+                            wacc[jt][e] += wacl[jt][e] * (1.0f / P::lo_scale); // (split_pair)
+                if (isw) { // hi + lo parts, 16 bytes a lane through the warp's scratch
+                    unsigned hw[2][2], lw[2][2];
+#pragma unroll
+                    for (int jt = 0; jt < 2; jt++)
+#pragma unroll
+                        for (int h = 0; h < 2; h++)
+                            split_pair<P>(wpow.y * wacc[jt][2 * h], wpow.y * wacc[jt][2 * h + 1],
+                                          hw[jt][h], lw[jt][h]);
+                    store_block16<kswz>(w, ldg, m0, nb, hw, stage);
+                    if constexpr (P::split)
+                        store_block16<kswz>(wl, ldg, m0, nb, lw, stage + 512);
+                } else {
+#pragma unroll
+                    for (int jt = 0; jt < 2; jt++)
+#pragma unroll
+                        for (int e = 0; e < 4; e += 2) {
+                            const int c = nb + acc_col(jt, e); // U tile c / 32, column c % 32
+                            store_pair(u + (c / kVT) * (kC * kVT) +
+                                           u_index(m0 + acc_row(e), c % kVT),
+                                       wacc[jt][e], wacc[jt][e + 1]);
+                        }
+                }
+            }
+        }
+        break; // (one value head a team where the pass reads W and U)
     }
 }
 
-// One chunk and value head a block (blockIdx.x, blockIdx.y), all chunks in parallel.
-template <class P, int KP>
+// One chunk a block (blockIdx.x), all chunks in parallel, and one value head (blockIdx.y), or
+// for the fused pass (FUSED, p.fused) one key head's value heads.
+template <class P, int KP, bool FUSED>
 __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const chunk_prep_tc_args p)
 {
     extern __shared__ __align__(16) unsigned char smem[];
-    prep_chunk<P, KP>(p, smem, blockIdx.x, blockIdx.y, prep_team_of(0));
+    const int64_t head = blockIdx.y;
+    if constexpr (FUSED)
+        prep_chunk<P, KP, true>(p, smem, blockIdx.x, first_value_head(p.shape, head),
+                                (int)p.shape.ratio, prep_team_of(0));
+    else
+        prep_chunk<P, KP, false>(p, smem, blockIdx.x, head, 1, prep_team_of(0));
 }
 
 // Beside the state pass (p.ready; equal-length sequences): a persistent grid of two-team
-// blocks, each team its own shared memory (smem bytes apart) and its own (chunk, value head)
+// blocks, each team its own shared memory (smem bytes apart) and its own (chunk, key head)
 // tasks in the order the state pass's blocks need them (chunk j of every sequence and head,
-// then chunk j + 1), raising the chunk's flag in p.ready (chunk x HV + head) once its blocks are
-// in the workspace. It lets the state pass launch at once (programmatic dependent launch) and
+// then chunk j + 1), raising each value head's flag for the chunk in p.ready (chunk x HV +
+// head) once its blocks are in the workspace. It lets the state pass launch at once (programmatic dependent launch) and
 // never waits on it: a block per free SM, two teams hiding each other's latency, as two blocks
 // a SM do.
 template <class P, int KP>
@@ -572,27 +640,37 @@ __global__ void __launch_bounds__(2 * kPrepThreads, 1)
     const prep_team tm = prep_team_of(team);
     unsigned char *smem = smem_raw + team * smem_bytes;
     const int64_t tasks = p.ntasks;
-    const int64_t heads = p.shape.N * p.shape.HV; // (tasks a step: N x HV)
+    const int64_t heads = p.shape.N * p.shape.H; // (tasks a step: N x H)
     for (int64_t t = 2 * blockIdx.x + team; t < tasks; t += 2 * gridDim.x) {
-        const int64_t j = t / heads, n = t % heads / p.shape.HV, hv = t % p.shape.HV;
-        const int64_t c = n * p.seqs.seq_chunks + j;
-        prep_chunk<P, KP>(p, smem, c, hv, tm);
-        tm.sync(); // the team's writes are done (and its shared memory free)
-        if (tm.tid == 0)
-            flag_release(p.ready + c * p.shape.HV + hv);
+        const int64_t j = t / heads, n = t % heads / p.shape.H, kh = t % p.shape.H;
+        prep_chunk<P, KP, true>(p, smem, n * p.seqs.seq_chunks + j,
+                                first_value_head(p.shape, kh), (int)p.shape.ratio, tm);
+        // (it ends with the team synchronised, the chunk's flags up)
     }
+}
+
+// The fused pass's preparation (K = 128, the fast mode's policies only).
+template <class P>
+auto fused_kernel()
+{
+    if constexpr (P::split)
+        return chunk_prep_tc<P, 128, false>; // (never launched: the fused pass is fast-mode)
+    else
+        return chunk_prep_tc<P, 128, true>;
 }
 
 template <class P>
 void launch_for(int KP, const chunk_prep_tc_args &a, int64_t nc, int smem, cudaStream_t stream)
 {
-    auto kernel = KP == 32 ? chunk_prep_tc<P, 32>
-                  : KP == 64 ? chunk_prep_tc<P, 64>
-                  : KP == 96 ? chunk_prep_tc<P, 96>
-                             : chunk_prep_tc<P, 128>;
+    auto kernel = KP == 32 ? chunk_prep_tc<P, 32, false>
+                  : KP == 64 ? chunk_prep_tc<P, 64, false>
+                  : KP == 96 ? chunk_prep_tc<P, 96, false>
+                  : a.fused  ? fused_kernel<P>()
+                             : chunk_prep_tc<P, 128, false>;
     cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (nc > 0)
-        kernel<<<dim3((unsigned)nc, (unsigned)a.shape.HV), kPrepThreads, smem, stream>>>(a);
+        kernel<<<dim3((unsigned)nc, (unsigned)(a.fused ? a.shape.H : a.shape.HV)), kPrepThreads,
+                 smem, stream>>>(a);
 }
 
 template <class P>
