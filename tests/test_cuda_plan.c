@@ -438,6 +438,20 @@ static void test_known_plans(void)
     CHECK(p.chunk.prep_beside == 132 - 64 && p.chunk.ws.ready.bytes > 0,
           "8192 x 32 heads, fast: the preparation beside the state pass, on the 68 SMs its 64 "
           "blocks leave (%d)", p.chunk.prep_beside);
+    CHECK(p.chunk.nw_out == 1, "8192 x 32 heads, fast: one warpgroup a block (%d)",
+          p.chunk.nw_out);
+    const cuda_chunk_shape one = s;
+    s.T = 32768; /* two segments would pay, but their preparation runs before them */
+    cuda_delta_rule_plan_make(&s, h200, &kNoEnv, &p);
+    CHECK(p.chunk.fused && !p.chunk.split && p.chunk.prep_beside == 132 - 64,
+          "32768 x 32 heads, fast: unsplit beside its preparation (split %d, beside %d)",
+          (int)p.chunk.split, p.chunk.prep_beside);
+    s = shape(8, 32768, 16, 32, 128, 128, 2, true); /* 512 blocks of one, 256 of two */
+    cuda_delta_rule_plan_make(&s, h200, &kNoEnv, &p);
+    CHECK(p.chunk.fused && !p.chunk.split && p.chunk.nw_out == 2 && !p.chunk.prep_beside,
+          "8 x 4096 tokens x 32 heads, fast: unsplit, two warpgroups a block (%d)",
+          p.chunk.nw_out);
+    s = one;
     s.split_operands = true;
     cuda_delta_rule_plan_make(&s, h200, &kNoEnv, &p);
     CHECK(p.chunked && !p.chunk.wg && !p.chunk.fused && !p.chunk.split && p.chunk.direct_keys &&

@@ -334,6 +334,20 @@ static void consider(const split_model *m, int64_t segc, int64_t G, state_plan *
         }
 }
 
+/* The warpgroups a block of the unsplit wgmma pass: two where one a block would queue its blocks
+ * in more waves than two a block, at two's longer step (kWgSteps), take; else one, which runs the
+ * shorter chain (8 sequences x 4096 tokens, H = 16, HV = 32, fast: 1.145 ms at one, 1.023 at
+ * two on an H100). */
+static int unsplit_width(const cuda_chunk_shape *s, const cuda_chunk_caps *c, int top)
+{
+    if (top < 2 || c->sms <= 0)
+        return 1;
+    const int64_t tiles = round_up(s->V, CK_WG_COLS) / CK_WG_COLS * s->HV * s->N;
+    const int64_t one = kWgSteps[1].out * waves(tiles, c->sms);
+    const int64_t two = kWgSteps[2].out * waves((tiles + 1) / 2, c->sms);
+    return two < one ? 2 : 1;
+}
+
 /* The plan of the state pass. Split only 16-bit inputs, only where the stitch's shared memory
  * fits the device, and only when few_state_blocks (the state pass runs one block per SM) or, on
  * warpgroup products, two_segments_pay; then into the G segments per sequence, and with the
@@ -341,9 +355,9 @@ static void consider(const split_model *m, int64_t segc, int64_t G, state_plan *
  * segment x waves of its blocks (the maps pass KT + VT tiles of cols value columns per head and
  * segment but the last, cols the block's width, the output pass VT tiles), or the time its bytes
  * take at the device's rate where that is longer, plus the stitch's step per segment boundary.
- * Unsplit calls run one warpgroup a block (unless GDN_CUDA_WG_WIDTH forces more). */
+ * Unsplit calls run unsplit_width's warpgroups a block (unless GDN_CUDA_WG_WIDTH forces them). */
 static state_plan plan_state(const cuda_chunk_shape *s, const cuda_chunk_caps *c,
-                             const cuda_chunk_env *e, bool wg)
+                             const cuda_chunk_env *e, bool wg, bool beside)
 {
     const int64_t chunks = chunks_for(s->T), most = chunks > 1 ? chunks : 1;
     const int top = wg ? wg_width_max(s, c) : 1;
@@ -357,10 +371,14 @@ static state_plan plan_state(const cuda_chunk_shape *s, const cuda_chunk_caps *c
     const int64_t asked = e->segment_chunks;
     const int64_t forced = asked > 0 ? (asked < most ? asked : most) : 0;
     const bool split = s->in_bytes == 2 && c->smem_optin >= stitch_smem() &&
-                       (forced || few_state_blocks(s, c) || (wg && two_segments_pay(s, c)));
+                       (forced || few_state_blocks(s, c) ||
+                        (wg && !beside && two_segments_pay(s, c)));
     state_plan best = {most, m.lo_m, m.lo_o};
-    if (!split || s->N == 0) /* (1 warpgroup unless forced) */
+    if (!split || s->N == 0) {
+        if (wg && m.lo_o < m.hi_o)
+            best.nw_out = unsplit_width(s, c, top);
         return best;
+    }
     const int64_t N = s->N;
     m.sms = c->sms > 0 ? c->sms : 1;
     m.heads = s->HV * N;
@@ -394,28 +412,38 @@ static int64_t segment_slots(const cuda_chunk_shape *s, int64_t segc)
     return segc >= most ? N : N + (chunk_bound(s) + segc - 1) / segc;
 }
 
-/* Blocks of the preparation beside the state pass (chunk_prep_tc_beside), 0 where it runs
- * before it: the fused pass unsplit with one warpgroup a block on equal-length sequences, whose
- * blocks (one an SM: their shared memory) leave SMs free, two preparation teams' shared memory
- * in one block, and enough free SMs that the preparation keeps up: its N x HV tasks a chunk
- * step, about 8 us each on two teams a free SM, against the state pass's step of about 2 us,
- * which holds while N x HV <= free SMs / 2 (8192 / 16 / 32 on 132 SMs: 32 <= 34). One block
- * per free SM (a block spreads one an SM; each runs two chunks at once), no more than half the
- * tasks. The preparation starts first and never waits, so no launch order or residency can
- * hang the call (docs/DESIGN.md). */
-static int prep_beside_blocks(const cuda_chunk_shape *s, const cuda_chunk_caps *c,
-                              const cuda_chunk_env *e, const cuda_chunk_plan *p)
+/* Whether the preparation can run beside the state pass (chunk_prep_tc_beside) rather than
+ * before it: the fused pass (fused) on equal-length sequences, unsplit with one warpgroup a block
+ * (the plan's part, prep_beside_blocks), whose blocks (one an SM: their shared memory) leave SMs
+ * free, two preparation teams' shared memory in one block, and enough free SMs that the
+ * preparation keeps up: its N x HV value heads a chunk step (in tasks of one key head's), at most
+ * about 8 us each on two teams a free SM, against the state pass's step of about 2 us, which
+ * holds while N x HV <= free SMs / 2 (8192 / 16 / 32 on 132 SMs: 32 <= 34). The preparation
+ * starts first and never waits, so no launch order or residency can hang the call
+ * (docs/DESIGN.md). Where it can, it also takes the place of two_segments_pay's split, whose
+ * preparation runs before its passes (32768 / 16 / 32 fast on an H100: 1.205 ms beside, 1.315
+ * in two segments). */
+static bool beside_fits(const cuda_chunk_shape *s, const cuda_chunk_caps *c,
+                        const cuda_chunk_env *e, const ck_dims *d, bool fused)
 {
-    if (!p->fused || p->split || p->nw_out != 1 || s->varlen || s->slots || e->no_beside ||
-        c->sms <= 0)
+    if (!fused || s->varlen || s->slots || e->no_beside || c->sms <= 0)
+        return false;
+    const int64_t state_blocks = d->VP / CK_WG_COLS * s->HV * s->N;
+    if (state_blocks >= c->sms || 2 * round_up(d->prep_tc_bytes, 128) > c->smem_optin)
+        return false;
+    return 2 * s->HV * s->N <= c->sms - state_blocks;
+}
+
+/* Blocks of the preparation beside the state pass, 0 where it runs before it (beside_fits and
+ * the plan unsplit at one warpgroup a block): one per free SM (a block spreads one an SM; each
+ * runs two tasks at once), no more than half the tasks. */
+static int prep_beside_blocks(const cuda_chunk_shape *s, const cuda_chunk_caps *c,
+                              const cuda_chunk_plan *p, bool fits)
+{
+    const int64_t tasks = p->nc * s->H;
+    if (!fits || p->split || p->nw_out != 1 || tasks == 0)
         return 0;
-    const int64_t state_blocks = p->d.VP / CK_WG_COLS * s->HV * s->N;
-    const int64_t team = round_up(p->d.prep_tc_bytes, 128), tasks = p->nc * s->HV;
-    if (state_blocks >= c->sms || 2 * team > c->smem_optin || tasks == 0)
-        return 0;
-    const int64_t free_sms = c->sms - state_blocks, half = (tasks + 1) / 2;
-    if (2 * s->HV * s->N > free_sms)
-        return 0;
+    const int64_t free_sms = c->sms - p->d.VP / CK_WG_COLS * s->HV * s->N, half = (tasks + 1) / 2;
     return (int)(free_sms < half ? free_sms : half);
 }
 
@@ -475,7 +503,14 @@ void cuda_chunk_plan_make(const cuda_chunk_shape *s, const cuda_chunk_caps *caps
     plan->d = dims_for(s->K, s->V, es);
     plan->nc = chunk_bound(s);
     plan->wg = use_wg(s, caps, env);
-    const state_plan sp = plan_state(s, caps, env, plan->wg);
+    /* 16-bit inputs, K padded to whole 64-element panels (swizzled blocks), and the sm_90a code
+     * running (bulk staging; the same image as chunk_state_wg's). */
+    plan->direct_keys = !env->key_copies && es == 2 && round_up(s->K, 32) % CK_PANEL == 0 &&
+                        caps->wg_loaded && caps->tensor_maps && s->qk_mappable;
+    /* The fused values pass: the fast mode on the wgmma pass, q, k and v by tensor maps. */
+    plan->fused = plan->wg && plan->direct_keys && fused_fits(s) && !env->no_fused;
+    const bool beside = beside_fits(s, caps, env, &plan->d, plan->fused);
+    const state_plan sp = plan_state(s, caps, env, plan->wg, beside);
     plan->segc = sp.segc, plan->nw_maps = sp.nw_maps, plan->nw_out = sp.nw_out;
     plan->nslots = segment_slots(s, plan->segc);
     plan->split = plan->nslots > s->N;
@@ -487,17 +522,11 @@ void cuda_chunk_plan_make(const cuda_chunk_shape *s, const cuda_chunk_caps *caps
     if (plan->split)
         plan->stitch_cols = env->stitch_cols ? env->stitch_cols
                             : s->N * s->HV * (plan->d.VP / 8) <= caps->sms ? 8 : 16;
-    /* 16-bit inputs, K padded to whole 64-element panels (swizzled blocks), and the sm_90a code
-     * running (bulk staging; the same image as chunk_state_wg's). */
-    plan->direct_keys = !env->key_copies && es == 2 && round_up(s->K, 32) % CK_PANEL == 0 &&
-                        caps->wg_loaded && caps->tensor_maps && s->qk_mappable;
-    /* The fused values pass: the fast mode on the wgmma pass, q, k and v by tensor maps. */
-    plan->fused = plan->wg && plan->direct_keys && fused_fits(s) && !env->no_fused;
     /* Whole-chunk output tiles by bulk tensor stores: the wgmma pass, the encoder (its image is
      * sm_90a's) and an output of the inputs' type that a tensor map can write (no map is made
      * for one the pass would store element by element anyway). */
     plan->tma_store = plan->wg && caps->tensor_maps && s->out_mappable && !env->no_tma_store;
-    plan->prep_beside = prep_beside_blocks(s, caps, env, plan);
+    plan->prep_beside = prep_beside_blocks(s, caps, plan, beside);
     workspace_layout(s, plan);
 }
 
