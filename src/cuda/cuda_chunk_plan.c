@@ -334,6 +334,12 @@ static void consider(const split_model *m, int64_t segc, int64_t G, state_plan *
         }
 }
 
+/* The unsplit wgmma pass's 64-column tiles: one warpgroup each, over every head and sequence. */
+static int64_t wg_state_tiles(const cuda_chunk_shape *s)
+{
+    return round_up(s->V, CK_WG_COLS) / CK_WG_COLS * s->HV * s->N;
+}
+
 /* The warpgroups a block of the unsplit wgmma pass: two where one a block would queue its blocks
  * in more waves than two a block, at two's longer step (kWgSteps), take; else one, which runs the
  * shorter chain (8 sequences x 4096 tokens, H = 16, HV = 32, fast: 1.145 ms at one, 1.023 at
@@ -342,7 +348,7 @@ static int unsplit_width(const cuda_chunk_shape *s, const cuda_chunk_caps *c, in
 {
     if (top < 2 || c->sms <= 0)
         return 1;
-    const int64_t tiles = round_up(s->V, CK_WG_COLS) / CK_WG_COLS * s->HV * s->N;
+    const int64_t tiles = wg_state_tiles(s);
     const int64_t one = kWgSteps[1].out * waves(tiles, c->sms);
     const int64_t two = kWgSteps[2].out * waves((tiles + 1) / 2, c->sms);
     return two < one ? 2 : 1;
@@ -428,7 +434,7 @@ static bool beside_fits(const cuda_chunk_shape *s, const cuda_chunk_caps *c,
 {
     if (!fused || s->varlen || s->slots || e->no_beside || c->sms <= 0)
         return false;
-    const int64_t state_blocks = d->VP / CK_WG_COLS * s->HV * s->N;
+    const int64_t state_blocks = wg_state_tiles(s);
     if (state_blocks >= c->sms || 2 * round_up(d->prep_tc_bytes, 128) > c->smem_optin)
         return false;
     return 2 * s->HV * s->N <= c->sms - state_blocks;
@@ -443,7 +449,7 @@ static int prep_beside_blocks(const cuda_chunk_shape *s, const cuda_chunk_caps *
     const int64_t tasks = p->nc * s->H;
     if (!fits || p->split || p->nw_out != 1 || tasks == 0)
         return 0;
-    const int64_t free_sms = c->sms - p->d.VP / CK_WG_COLS * s->HV * s->N, half = (tasks + 1) / 2;
+    const int64_t free_sms = c->sms - wg_state_tiles(s), half = (tasks + 1) / 2;
     return (int)(free_sms < half ? free_sms : half);
 }
 
