@@ -199,7 +199,7 @@ static void check_chunk_plan(const cuda_chunk_shape *s, const cuda_chunk_caps *c
         const int64_t blocks = VP / CK_WG_COLS * s->HV * s->N;
         CHECK(p->fused && !p->split && p->nw_out == 1 && p->prep_beside >= 1 && p->uniform &&
                   blocks + p->prep_beside <= c->sms && 2 * s->HV * s->N <= c->sms - blocks &&
-                  2 * round_up(p->d.prep_tc_bytes, 128) <= c->smem_optin,
+                  2 * prep_fused_team_bytes(128) <= c->smem_optin,
               "%s: %d preparation blocks beside %lld state blocks on %d SMs", what,
               p->prep_beside, (long long)blocks, c->sms);
     }

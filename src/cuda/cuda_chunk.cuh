@@ -174,14 +174,15 @@ void launch_chunk_offsets(const chunk_offsets_args &a, cudaStream_t stream);
 void launch_chunk_prep(const chunk_prep_args &a, int64_t nc, int smem, cudaStream_t stream);
 void launch_chunk_state(const chunk_state_args &a, int smem, cudaStream_t stream);
 // The 16-bit path for inputs of dtype dt (GDN_BF16 or GDN_F16), in the fast precision mode or
-// the high one (fast), and K rounded up to KP (32, 64, 96 or 128): the preparation, and
-// chunk_state_tc's maps (!out) or output pass over nslots.
+// the high one (fast), and K rounded up to KP (32, 64, 96 or 128): the preparation (smem bytes
+// a block; the fused pass's, a.fused, prep_fused_bytes), and chunk_state_tc's maps (!out) or
+// output pass over nslots.
 void launch_chunk_prep_tc(gdn_dtype dt, bool fast, int KP, const chunk_prep_tc_args &a,
                           int64_t nc, int smem, cudaStream_t stream);
 // The fast mode's preparation for K = 128 beside the state pass: `blocks` persistent blocks of
-// two teams (2 x smem bytes), raising a.ready's flags; the state pass goes after it
+// two teams (prep_fused_team_bytes each), raising a.ready's flags; the state pass goes after it
 // (launch_chunk_state_wg with after_prep).
-void launch_chunk_prep_tc_beside(gdn_dtype dt, const chunk_prep_tc_args &a, int blocks, int smem,
+void launch_chunk_prep_tc_beside(gdn_dtype dt, const chunk_prep_tc_args &a, int blocks,
                                  cudaStream_t stream);
 void launch_chunk_state_tc(gdn_dtype dt, bool fast, int KP, bool out, const chunk_pass_args &a,
                            int64_t nslots, int smem, cudaStream_t stream);

@@ -127,6 +127,17 @@ CK_FN prep_tc_layout prep_tc_layout_for(int KP, int es)
     return L;
 }
 
+/* The fused pass's preparation (16-bit, two value heads at once on a team's halves): its layout
+ * with a second head's A and T (f32, rows of ldf) and gates (G, beta) in the v tile's place and
+ * after it; a team's bytes in a block of two, 128-byte aligned. */
+CK_FN int prep_fused_bytes(int KP)
+{
+    const prep_tc_layout L = prep_tc_layout_for(KP, 2);
+    return L.v + 2 * CK_CHUNK * L.ldf * 4 + 2 * CK_CHUNK * 4;
+}
+
+CK_FN int prep_fused_team_bytes(int KP) { return (int)round_up(prep_fused_bytes(KP), 128); }
+
 /* ---- the wgmma state pass (chunk_state_wg) ----------------------------------------------------
  *
  * One stage of chunk_state_wg with NW warpgroups: byte offsets, every panel 1024-byte aligned.

@@ -435,7 +435,7 @@ static bool beside_fits(const cuda_chunk_shape *s, const cuda_chunk_caps *c,
     if (!fused || s->varlen || s->slots || e->no_beside || c->sms <= 0)
         return false;
     const int64_t state_blocks = wg_state_tiles(s);
-    if (state_blocks >= c->sms || 2 * round_up(d->prep_tc_bytes, 128) > c->smem_optin)
+    if (state_blocks >= c->sms || 2 * prep_fused_team_bytes(d->KP) > c->smem_optin)
         return false;
     return 2 * s->HV * s->N <= c->sms - state_blocks;
 }

@@ -10,6 +10,7 @@
 // at once, a flag per chunk and value head.
 #include "cuda_async_copy.cuh"
 #include "cuda_chunk_device.cuh"
+#include "cuda_chunk_inverse.cuh"
 #include "cuda_mbarrier.cuh"
 
 namespace {
@@ -17,9 +18,15 @@ namespace {
 // The threads that prepare one chunk: 256 (eight warps) of the block, from the block's first
 // (one team, the kernel's grid a block per chunk and value head) or from 256 (the second of the
 // two teams of a block that prepares chunks beside the state pass). tid and warp count from the
-// team's first thread; its barriers are named (1 + 2 team: the team, 2 + 2 team: its warps 0-3).
+// team's first thread; its barriers are named (1 + 3 team: the team, then one for each half,
+// warps 0-3 and warps 4-7).
 struct prep_team {
     int tid, warp, bar;
+    __device__ warp_group all() const { return warp_group{warp, 8, tid, bar}; }
+    __device__ warp_group half(int h) const
+    {
+        return warp_group{warp & 3, 4, tid & (kWgThreads - 1), bar + 1 + h};
+    }
     __device__ void sync() const { sync_named(bar, kPrepThreads); }
     __device__ void sync_low() const { sync_named(bar + 1, kWgThreads); } // warps 0-3
 };
@@ -27,7 +34,7 @@ struct prep_team {
 __device__ __forceinline__ prep_team prep_team_of(int team)
 {
     const int tid = threadIdx.x - team * kPrepThreads;
-    return prep_team{tid, tid >> 5, 1 + 2 * team};
+    return prep_team{tid, tid >> 5, 1 + 3 * team};
 }
 
 // ---- chunk preparation on 16-bit tensor cores ----------------------------------------------
@@ -186,101 +193,6 @@ __device__ __forceinline__ float2 w_scale_pow2(const float *m2)
     return make_float2(ldexpf(1.0f, -ex), ldexpf(1.0f, ex));
 }
 
-// Tm = (I + Am)^-1, Am strictly lower 64 x 64 (f32, row stride ld), in three steps: the four
-// 16 x 16 diagonal blocks by forward substitution (inverse_diag_block, warps 0-3 one each); then
-// blocks merge pairwise, 16 -> 32 (inverse_merge16, warps 0-3) -> 64 (inverse_merge32, all
-// warps): the inverse of [[L11, 0], [A21, L22]] has T21 = -T22 (A21 T11). The products are
-// split-tf32 (f32 accuracy) and skip the k-steps that would meet T's zero blocks above the
-// diagonal, which zero_upper_blocks fills meanwhile. Warps 4-7 make Aqk while warps 0-3 run the
-// first two steps.
-
-// Diagonal block b (rows and columns 16 b..) of Tm from Am's, one warp (lane j carries column
-// j). Reads only Am's rows of block b.
-__device__ __forceinline__ void inverse_diag_block(const float *Am, float *Tm, int ld, int b)
-{
-    const int lane = threadIdx.x & 31, b0 = 16 * b, j = lane & 15;
-    const float *blk = Am + b0 * ld + b0;
-    // Right-looking: once t[i] is final it is folded into every later row's sum, so the
-    // dependent chain is 15 steps of one multiply-add (row by row it was 120).
-    float t[16], sum[16];
-#pragma unroll
-    for (int i = 0; i < 16; i++)
-        sum[i] = 0.0f;
-    t[0] = j == 0 ? 1.0f : 0.0f;
-#pragma unroll
-    for (int i = 0; i < 15; i++) {
-#pragma unroll
-        for (int r = i + 1; r < 16; r++)
-            sum[r] += blk[r * ld + i] * t[i];
-        t[i + 1] = i + 1 == j ? 1.0f : i + 1 > j ? -sum[i + 1] : 0.0f;
-    }
-    if (lane < 16)
-#pragma unroll
-        for (int i = 0; i < 16; i++)
-            Tm[(b0 + i) * ld + b0 + j] = t[i];
-}
-
-// sign * acc (a warp's 16 x 8 accumulator tile) to the f32 tile at x, row stride ld.
-__device__ __forceinline__ void store_acc_16x8(float *x, int ld, const float (&acc)[1][4],
-                                               float sign)
-{
-#pragma unroll
-    for (int e = 0; e < 4; e++)
-        x[acc_row(e) * ld + acc_col(0, e)] = sign * acc[0][e];
-}
-
-// The 32 x 32 diagonal blocks' off-diagonal parts, warp w < 4 on block pair w / 2, columns
-// 8 (w % 2)..: X = A21 T11 for its own 8 columns, through its 512 bytes of scratch, then
-// T21 = -T22 X. Needs the four diagonal blocks and Am's rows written and visible.
-__device__ __forceinline__ void inverse_merge16(const float *Am, float *Tm, int ld, float *scratch,
-                                                int warp)
-{
-    const int o = 32 * (warp >> 1), n1 = 8 * (warp & 1);
-    float acc[1][4];
-    acc_zero(acc);
-    warp_mma<prec_tf32x3>(acc, view(Am + (o + 16) * ld + o, ld, 1),
-                          view(Tm + o * ld + o + n1, ld, 1), 0, 0, 16);
-    store_acc_16x8(scratch, 8, acc, 1.0f); // row stride 8: the B fragments read it conflict-free
-    __syncwarp();
-    acc_zero(acc);
-    warp_mma<prec_tf32x3>(acc, view(Tm + (o + 16) * ld + o + 16, ld, 1), view(scratch, 8, 1), 0,
-                          0, 16);
-    store_acc_16x8(Tm + (o + 16) * ld + o + n1, ld, acc, -1.0f);
-}
-
-// The 64 x 64 inverse's lower-left 32 x 32 block, warp w on rows 16 (w / 4).. and columns
-// 8 (w % 4)..: X = A21 T11 into Xs (32 x ld), a barrier, then T21 = -T22 X. k-steps that would
-// meet T's zero blocks are skipped: X's columns 16.. start at k = 16, T22's rows ..15 stop at
-// k = 16. Ends with a barrier (Tm whole, Xs free). The team's barriers.
-__device__ __forceinline__ void inverse_merge32(const float *Am, float *Tm, float *Xs, int ld,
-                                                const prep_team &tm)
-{
-    const int warp = tm.warp, m2 = 16 * (warp >> 2), n2 = 8 * (warp & 3);
-    const int k0 = n2 < 16 ? 0 : 16;
-    float acc[1][4];
-    acc_zero(acc);
-    warp_mma<prec_tf32x3>(acc, view(Am + (32 + m2) * ld + k0, ld, 1),
-                          view(Tm + k0 * ld + n2, ld, 1), 0, 0, 32 - k0);
-    store_acc_16x8(Xs + m2 * ld + n2, ld, acc, 1.0f);
-    tm.sync();
-    acc_zero(acc);
-    warp_mma<prec_tf32x3>(acc, view(Tm + (32 + m2) * ld + 32, ld, 1), view(Xs + n2, ld, 1), 0, 0,
-                          m2 + 16);
-    store_acc_16x8(Tm + (32 + m2) * ld + n2, ld, acc, -1.0f);
-    tm.sync();
-}
-
-// Tm's six 16 x 16 blocks above the diagonal to zero, by warps 4-7 (the merges never read them;
-// W and U's products read T whole).
-__device__ __forceinline__ void zero_upper_blocks(float *Tm, int ld, int tid)
-{
-    for (int i = tid - 128; i < 48 * 16; i += 128) { // rows 0..47, 16-byte pieces
-        const int r = i / 16, c = 4 * (i % 16);
-        if (c >= 16 * (r / 16 + 1))
-            *reinterpret_cast<float4 *>(Tm + r * ld + c) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    }
-}
-
 // Chunk c's q and k tiles (rows of ld, 16-bit) to key head kh's Qd / Kd blocks in the state
 // pass's layout, by warps 4-7 (a half-warp a row, 16 bytes a thread). Only the key head's first
 // value head's block runs it: the tiles are the same for all of them.
@@ -304,32 +216,34 @@ __device__ __forceinline__ void copy_key_tiles(const chunk_prep_tc_args &p, int6
 }
 
 // The fused pass's T diag(beta) (fast mode: rounded once to the inputs' type) to the lo part of
-// chunk ch's Aq block, in the swizzled layout of Aqk (the pass stages both at once). Warp w the
-// rows 16 (w % 4).. and columns 32 (w / 4).., 16 bytes a lane through its scratch. Needs T whole
-// (its blocks above the diagonal zero).
+// chunk ch's Aq block, in the swizzled layout of Aqk (the pass stages both at once), in eight
+// parts (rows 16 (t % 4).., columns 32 (t / 4)..) that the group's warps take in turn, 16 bytes
+// a lane through the warp's scratch. Needs T whole (its blocks above the diagonal zero).
 template <class P>
 __device__ __forceinline__ void store_t_beta(const chunk_prep_tc_args &p, int64_t ch,
                                              const float *Tm, int ld, const float *Bs,
-                                             unsigned char *scratch, int warp)
+                                             unsigned char *scratch, const warp_group &g)
 {
     using E = typename P::st;
     constexpr int ldq = tc_ld(kC, sizeof(E));
     constexpr bool qswz = tc_swizzled(kC, sizeof(E));
     E *at = reinterpret_cast<E *>(static_cast<unsigned char *>(p.work.Aq) +
                                   ch * tc_aq_block(2) + tc_aq_part(2));
-    const int m0 = 16 * (warp & 3);
+    for (int u = g.warp; u < 8; u += g.nwarps) {
+        const int m0 = 16 * (u & 3);
 #pragma unroll
-    for (int b = 2 * (warp >> 2); b < 2 * (warp >> 2) + 2; b++) {
-        unsigned hw[2][2];
+        for (int b = 2 * (u >> 2); b < 2 * (u >> 2) + 2; b++) {
+            unsigned hw[2][2];
 #pragma unroll
-        for (int j = 0; j < 2; j++)
+            for (int j = 0; j < 2; j++)
 #pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const int r = m0 + acc_row(2 * h), c = acc_col(2 * b + j, 2 * h);
-                const float2 t = *reinterpret_cast<const float2 *>(Tm + r * ld + c);
-                hw[j][h] = P::pack(t.x * Bs[c], t.y * Bs[c + 1]);
-            }
-        store_block16<qswz>(at, ldq, m0, 16 * b, hw, scratch);
+                for (int h = 0; h < 2; h++) {
+                    const int r = m0 + acc_row(2 * h), c = acc_col(2 * b + j, 2 * h);
+                    const float2 t = *reinterpret_cast<const float2 *>(Tm + r * ld + c);
+                    hw[j][h] = P::pack(t.x * Bs[c], t.y * Bs[c + 1]);
+                }
+            store_block16<qswz>(at, ldq, m0, 16 * b, hw, scratch);
+        }
     }
 }
 
@@ -357,12 +271,156 @@ __device__ __forceinline__ void acc_rows_from(float (&acc)[8][4], const float *x
         }
 }
 
-// Chunk c of `count` value heads of one key head, from hv0 (value_heads_of), on a team of 256
-// threads, in its shared memory smem (prep_tc_layout, then the v tile): the key head's work (q
-// and k's loads and norms, the products K K^T and Q K^T) once, then each value head's (gates, A,
-// the inverse, Aqk, and T diag(beta) or W and U). More than one value head only for the fused
-// pass, which takes no v tile. With p.ready each head's flag goes up once its blocks are out,
-// and the team is synchronised on return; without, it returns with its own work done.
+// Token t's factors of chunk ch to the workspace (t < 64; per value head: the output's scale
+// e^G / ||q||, the update's e^(G_last - G) / ||k||, the fused pass's e^G / ||k||, the chunk's
+// decay) and, for W's products, its row factors beta e^G / ||k|| in Sw (f16: their largest
+// magnitude per warp at Sw[64 + warp]).
+template <class P, bool FUSED>
+__device__ __forceinline__ void store_factors(const chunk_prep_tc_args &p, int64_t ch,
+                                              const float *Gs, const float *Bs, const float *Ik,
+                                              const float *Iq, float *Sw, int t)
+{
+    const float eg = expf(Gs[t]);
+    p.work.eg[ch * kC + t] = p.scale * eg * Iq[t];
+    p.work.ek[ch * kC + t] = expf(Gs[kC - 1] - Gs[t]) * Ik[t];
+    if (t == 0)
+        p.work.gl[ch] = expf(Gs[kC - 1]);
+    if constexpr (FUSED) {
+        p.work.ew[ch * kC + t] = eg * Ik[t];
+    } else {
+        Sw[t] = Bs[t] * eg * Ik[t]; // (they scale T's columns)
+        if constexpr (P::is_f16) {
+            const unsigned m = __reduce_max_sync(0xffffffffu, __float_as_uint(fabsf(Sw[t])));
+            if ((t & 31) == 0)
+                Sw[kC + (t >> 5)] = __uint_as_float(m);
+        }
+    }
+}
+
+// A's rows m0.. (strictly lower: beta_r e^(G_r - G_c) k_r.k_c / (||k_r|| ||k_c||)) from a warp's
+// rows of K K^T in acc.
+__device__ __forceinline__ void a_rows(float *Am, int ld, int m0, const float (&acc)[8][4],
+                                       const float *Bs, const float *Ik, const float *Gs)
+{
+#pragma unroll
+    for (int jt = 0; jt < 8; jt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int r = m0 + acc_row(e), cc = acc_col(jt, e);
+            Am[r * ld + cc] =
+                cc < r ? Bs[r] * Ik[r] * Ik[cc] * acc[jt][e] * __expf(Gs[r] - Gs[cc]) : 0.0f;
+        }
+}
+
+// Aqk's rows m0.. (lower with the diagonal: scale e^(G_r - G_c) q_r.k_c / (||q_r|| ||k_c||))
+// from a warp's rows of Q K^T in acc, to chunk ch's Aq block (prec_out; with its lo part where
+// P::split), in 16 x 16 blocks, 16 bytes a lane through the warp's scratch.
+template <class P>
+__device__ __forceinline__ void store_aqk_rows(const chunk_prep_tc_args &p, int64_t ch, int m0,
+                                               const float (&acc)[8][4], const float *Iq,
+                                               const float *Ik, const float *Gs, float *scratch)
+{
+    using E = typename P::st;
+    constexpr int ldq = tc_ld(kC, sizeof(E));
+    constexpr bool qswz = tc_swizzled(kC, sizeof(E));
+    out_st *aq = static_cast<out_st *>(p.work.Aq) + ch * (tc_aq_block(2) / 2); // (prec_out)
+    out_st *aql = aq + tc_aq_part(2) / 2;                                      // the lo part
+#pragma unroll
+    for (int b = 0; b < 4; b++) {
+        unsigned hw[2][2], lw[2][2];
+#pragma unroll
+        for (int j = 0; j < 2; j++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int jt = 2 * b + j, e = 2 * h;
+                const int r = m0 + acc_row(e), cc = acc_col(jt, e);
+                const float f = p.scale * Iq[r];
+                const float x = cc <= r ? f * Ik[cc] * acc[jt][e] * __expf(Gs[r] - Gs[cc]) : 0.0f;
+                const float y = cc + 1 <= r
+                                    ? f * Ik[cc + 1] * acc[jt][e + 1] * __expf(Gs[r] - Gs[cc + 1])
+                                    : 0.0f;
+                split_pair<prec_out>(x, y, hw[j][h], lw[j][h]);
+            }
+        unsigned char *stage = reinterpret_cast<unsigned char *>(scratch);
+        store_block16<qswz>(aq, ldq, m0, 16 * b, hw, stage);
+        if constexpr (P::split)
+            store_block16<qswz>(aql, ldq, m0, 16 * b, lw, stage + 512);
+    }
+}
+
+// One value head's A, T, gates (Gs, Bs: 64 floats each) in shared memory.
+struct head_tiles {
+    float *Am, *Tm, *Gs, *Bs;
+};
+
+// Chunk task ct's gates of value head hv (into h0, by threads 0-63) and, where the fused
+// pass prepares two heads at once (FUSED, two), of hv + hstep (into h1, by threads 128-191);
+// after a barrier, finish_head_gates completes their cumulative decays (stage_gates).
+template <bool FUSED>
+__device__ __forceinline__ void
+stage_head_gates(const ck_tokens &a, const chunk_task &ct, int64_t hv, int64_t hstep, bool two,
+                 const head_tiles &h0, const head_tiles &h1, int tid)
+{
+    stage_gates(a, ct, hv, h0.Gs, h0.Bs, tid);
+    if (FUSED && two && tid >= kWgThreads)
+        stage_gates(a, ct, hv + hstep, h1.Gs, h1.Bs, tid - kWgThreads);
+}
+
+template <bool FUSED>
+__device__ __forceinline__ void finish_head_gates(const head_tiles &h0, const head_tiles &h1,
+                                                  bool two, int tid)
+{
+    if (tid >= 32 && tid < kC)
+        h0.Gs[tid] += h0.Gs[31];
+    if (FUSED && two && tid >= kWgThreads + 32 && tid < kWgThreads + kC)
+        h1.Gs[tid - kWgThreads] += h1.Gs[31];
+}
+
+// Chunk c's value heads hv and hv + hstep at once, one on each half of the team (warps 0-3 and
+// 4-7, each half its own tiles, h0 and h1), for the fused pass: the factors, A, the inverse (its
+// 32 x 32 merge's X in A's block above the diagonal), Aqk and T diag(beta), from the key head's
+// products kkK (K K^T) and kkQ (Q K^T) in shared memory, each half's gates staged. Each half
+// raises its head's flag (p.ready) once its blocks are out; the team is not synchronised.
+template <class P>
+__device__ __forceinline__ void
+prep_head_pair(const chunk_prep_tc_args &p, const head_tiles &h0, const head_tiles &h1,
+               const float *kkK, const float *kkQ, int ld, const float *Ik, const float *Iq,
+               float *scratch, int64_t c, int64_t hv, int64_t hstep, const prep_team &tm)
+{
+    const int h = tm.warp >> 2;
+    const warp_group g = tm.half(h);
+    const head_tiles t = h ? h1 : h0;
+    const int64_t ch = c * p.shape.HV + hv + h * hstep;
+    const int m0 = 16 * g.warp;
+    if (g.tid < kC)
+        store_factors<P, true>(p, ch, t.Gs, t.Bs, Ik, Iq, nullptr, g.tid);
+    float acc[8][4];
+    acc_rows_from(acc, kkK, ld, m0);
+    a_rows(t.Am, ld, m0, acc, t.Bs, Ik, t.Gs);
+    __syncwarp(); // the diagonal block reads only this warp's rows of A
+    inverse_diag_block(t.Am, t.Tm, ld, g.warp);
+    g.sync();
+    inverse_merge16(t.Am, t.Tm, ld, scratch, g.warp);
+    __syncwarp(); // (the warp's scratch is read)
+    acc_rows_from(acc, kkQ, ld, m0);
+    store_aqk_rows<P>(p, ch, m0, acc, Iq, Ik, t.Gs, scratch);
+    zero_upper_blocks(t.Tm, ld, g.tid, kWgThreads);
+    g.sync();
+    inverse_merge32(t.Am, t.Tm, t.Am + 32, ld, g);
+    store_t_beta<P>(p, ch, t.Tm, ld, t.Bs, reinterpret_cast<unsigned char *>(scratch), g);
+    g.sync(); // the head's blocks are out
+    if (p.ready && g.tid == 0)
+        flag_release(p.ready + ch);
+}
+
+// Chunk c of `count` value heads of one key head, from hv0 (first_value_head), on a team of 256
+// threads, in its shared memory smem (prep_tc_layout, then the v tile or, for the fused pass, a
+// second head's tiles: prep_fused_bytes): the key head's work (q and k's loads and norms, the
+// products K K^T and Q K^T) once, then each value head's (gates, A, the inverse, Aqk, and
+// T diag(beta) or W and U), two at once on the team's halves where the fused pass has two left
+// (prep_head_pair), else one on the whole team. More than one value head only for the fused pass,
+// which takes no v tile. With p.ready each head's flag goes up once its blocks are out, and the
+// team is synchronised on return; without, it returns with its own work done.
 template <class P, int KP, bool FUSED>
 __device__ __forceinline__ void prep_chunk(const chunk_prep_tc_args &p, unsigned char *smem,
                                            int64_t c, int64_t hv0, int count, const prep_team &tm)
@@ -380,6 +438,10 @@ __device__ __forceinline__ void prep_chunk(const chunk_prep_tc_args &p, unsigned
     float *Iq = reinterpret_cast<float *>(smem + L.iq);
     float *Ik = reinterpret_cast<float *>(smem + L.ik);
     float *Sw = reinterpret_cast<float *>(smem + L.sw); // [64 + 2]
+    // the fused pass's second head's tiles, in the v tile's place and after it
+    float *Am2 = reinterpret_cast<float *>(smem + L.v), *Tm2 = Am2 + kC * L.ldf;
+    float *Gs2 = Tm2 + kC * L.ldf, *Bs2 = Gs2 + kC;
+    const head_tiles h0 = {Am, Tm, Gs, Bs}, h1 = {Am2, Tm2, Gs2, Bs2};
     const ck_tokens &a = p.in;
     chunk_task ct;
     if (!chunk_task_for(p.seqs, p.shape, c, hv0, ct))
@@ -401,10 +463,10 @@ __device__ __forceinline__ void prep_chunk(const chunk_prep_tc_args &p, unsigned
         stage_rows16<E>(Qs, L.ldk, a.q, s.row, t0, kh, len, KP, tid);
         if (!FUSED) // (the fused pass reads v itself)
             stage_rows16<E>(Vs, p.ldv, a.v, s.row, t0, hv0, len, VP, tid);
-        stage_gates(p.in, ct, hv0, Gs, Bs, tid);
+        stage_head_gates<FUSED>(p.in, ct, hv0, hstep, count > 1, h0, h1, tid);
         cp_async_wait_all();
     } else {
-        stage_gates(p.in, ct, hv0, Gs, Bs, tid);
+        stage_head_gates<FUSED>(p.in, ct, hv0, hstep, count > 1, h0, h1, tid);
         for (int i = warp; i < kC; i += kPrepThreads / 32) {
             const int64_t tok = t0 + i;
             const bool valid = i < len;
@@ -418,8 +480,7 @@ __device__ __forceinline__ void prep_chunk(const chunk_prep_tc_args &p, unsigned
         }
     }
     tm.sync();
-    if (tid >= 32 && tid < kC)
-        Gs[tid] += Gs[31];
+    finish_head_gates<FUSED>(h0, h1, count > 1, tid);
     stage_inv_norms<P, KP>(Ks, Qs, L.ldk, a.qk_l2norm, Ik, Iq, tid);
     tm.sync();
     // K K^T (warps 0-3) and Q K^T (warps 4-7), rows 16 (w % 4)..: the same for every value head
@@ -443,99 +504,58 @@ __device__ __forceinline__ void prep_chunk(const chunk_prep_tc_args &p, unsigned
     // each thread takes its own elements back per value head
     float *kk = reinterpret_cast<float *>(warp < 4 ? Ks : Qs);
     static_assert(!FUSED || kC * L.ldf * 4 <= L.q - L.k, "an f32 product fits a tile's place");
+    static_assert(!FUSED || (L.v + 2 * kC * L.ldf * 4 + 2 * kC * 4 == prep_fused_bytes(KP)),
+                  "a second head's tiles after the v tile's place");
     if constexpr (FUSED) {
         tm.sync(); // every warp is done reading K and Q
         acc_rows_to(kk, L.ldf, m0, acc);
+        if (count > 1)
+            tm.sync(); // (a pair's halves read each other's rows)
     }
     // Each warp's 1 KiB of the scratch Xs (the first merge's X tile, the 16-byte stores' staging).
     float *scratch = Xs + 256 * warp;
     static_assert(32 * L.ldf * 4 >= kPrepThreads / 32 * 1024, "Xs holds 1 KiB a warp");
-    gate_pair next = {0.0f, 0.0f}; // the next value head's gates, loaded during this one's work
-    for (int i = 0; i < count; i++) {
+    for (int i = 0; i < count;) {
         const int64_t hv = hv0 + i * hstep, ch = c * p.shape.HV + hv;
+        const bool pair = FUSED && i + 1 < count;
+        if (i > 0) { // (the last heads' readers of the gates are past the barrier that ended them)
+            stage_head_gates<FUSED>(p.in, ct, hv, hstep, pair, h0, h1, tid);
+            tm.sync();
+            finish_head_gates<FUSED>(h0, h1, pair, tid);
+            tm.sync();
+        }
+        if (pair) {
+            prep_head_pair<P>(p, h0, h1, reinterpret_cast<const float *>(Ks),
+                              reinterpret_cast<const float *>(Qs), L.ldf, Ik, Iq, scratch, c, hv,
+                              hstep, tm);
+            i += 2;
+            if (p.ready || i < count)
+                tm.sync(); // the team's shared memory free
+            continue;
+        }
+        i++;
         if constexpr (FUSED)
             acc_rows_from(acc, kk, L.ldf, m0);
-        if (i > 0) { // (the last head's readers of Gs and Bs are past the barrier that ended it)
-            store_gates(next, Gs, Bs, tid);
-            tm.sync();
-            if (tid >= 32 && tid < kC)
-                Gs[tid] += Gs[31];
-            tm.sync();
-        }
-        if (i + 1 < count && tid < kC)
-            next = gate_values(p.in, ct, hv + hstep, tid);
-        if (tid < kC) { // per token: W's row factors, and Q's and K's to the workspace (per value
-                        // head: scale e^G / ||q|| and e^(G_last - G) / ||k||; Q and K go out as
-                        // they came, during the inverse)
-            const float eg = expf(Gs[tid]);
-            Sw[tid] = Bs[tid] * eg * Ik[tid]; // (they scale T's columns)
-            p.work.eg[ch * kC + tid] = p.scale * eg * Iq[tid];
-            p.work.ek[ch * kC + tid] = expf(Gs[kC - 1] - Gs[tid]) * Ik[tid];
-            if (FUSED)
-                p.work.ew[ch * kC + tid] = eg * Ik[tid];
-            if (tid == 0)
-                p.work.gl[ch] = expf(Gs[kC - 1]);
-            if constexpr (P::is_f16) { // their largest magnitude per warp, at Sw[64 + warp]
-                const unsigned m = __reduce_max_sync(0xffffffffu, __float_as_uint(fabsf(Sw[tid])));
-                if ((tid & 31) == 0)
-                    Sw[kC + (tid >> 5)] = __uint_as_float(m);
-            }
-        }
-        { // A = diag(beta) (K K^T * decay) strictly lower and the inverse's first steps (warps
-          // 0-3), while warps 4-7 make Aqk
-            if (warp < 4) {
-#pragma unroll
-                for (int jt = 0; jt < 8; jt++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        const int r = m0 + acc_row(e), cc = acc_col(jt, e);
-                        Am[r * L.ldf + cc] =
-                            cc < r ? Bs[r] * Ik[r] * Ik[cc] * acc[jt][e] * __expf(Gs[r] - Gs[cc])
-                                   : 0.0f;
-                    }
-                __syncwarp(); // the diagonal block reads only this warp's rows of A
-                inverse_diag_block(Am, Tm, L.ldf, warp);
-                tm.sync_low(); // warps 0-3
-                inverse_merge16(Am, Tm, L.ldf, scratch, warp);
-            } else {
-                constexpr int ldq = tc_ld(kC, sizeof(E));
-                constexpr bool qswz = tc_swizzled(kC, sizeof(E));
-                out_st *aq =
-                    static_cast<out_st *>(p.work.Aq) + ch * (tc_aq_block(2) / 2); // (prec_out)
-                out_st *aql = aq + tc_aq_part(2) / 2;                             // the lo part
-                // 16 x 16 blocks, 16 bytes a lane through the warp's scratch
-#pragma unroll
-                for (int b = 0; b < 4; b++) {
-                    unsigned hw[2][2], lw[2][2];
-#pragma unroll
-                    for (int j = 0; j < 2; j++)
-#pragma unroll
-                        for (int h = 0; h < 2; h++) {
-                            const int jt = 2 * b + j, e = 2 * h;
-                            const int r = m0 + acc_row(e), cc = acc_col(jt, e);
-                            const float f = p.scale * Iq[r];
-                            const float x =
-                                cc <= r ? f * Ik[cc] * acc[jt][e] * __expf(Gs[r] - Gs[cc]) : 0.0f;
-                            const float y = cc + 1 <= r ? f * Ik[cc + 1] * acc[jt][e + 1] *
-                                                              __expf(Gs[r] - Gs[cc + 1])
-                                                        : 0.0f;
-                            split_pair<prec_out>(x, y, hw[j][h], lw[j][h]);
-                        }
-                    unsigned char *stage = reinterpret_cast<unsigned char *>(scratch);
-                    store_block16<qswz>(aq, ldq, m0, 16 * b, hw, stage);
-                    if constexpr (P::split)
-                        store_block16<qswz>(aql, ldq, m0, 16 * b, lw, stage + 512);
-                }
-                zero_upper_blocks(Tm, L.ldf, tid); // for W and U's products, which read T whole
-                if (first_of_key_head(p.shape, hv) && !p.direct_keys) // Q and K as they came
-                    copy_key_tiles<E, KP>(p, c, kh, Qs, Ks, L.ldk, tid);  // to the workspace
-            }
+        if (tid < kC)
+            store_factors<P, FUSED>(p, ch, Gs, Bs, Ik, Iq, Sw, tid);
+        if (warp < 4) { // A and the inverse's first steps, while warps 4-7 make Aqk
+            a_rows(Am, L.ldf, m0, acc, Bs, Ik, Gs);
+            __syncwarp(); // the diagonal block reads only this warp's rows of A
+            inverse_diag_block(Am, Tm, L.ldf, warp);
+            tm.sync_low(); // warps 0-3
+            inverse_merge16(Am, Tm, L.ldf, scratch, warp);
+        } else {
+            store_aqk_rows<P>(p, ch, m0, acc, Iq, Ik, Gs, scratch);
+            zero_upper_blocks(Tm, L.ldf, tid - 128, 128); // (W, U and T diag(beta) read T)
+            if (first_of_key_head(p.shape, hv) && !p.direct_keys) // Q and K as they came
+                copy_key_tiles<E, KP>(p, c, kh, Qs, Ks, L.ldk, tid);  // to the workspace
         }
         tm.sync();
-        inverse_merge32(Am, Tm, Xs, L.ldf, tm);
+        inverse_merge32(Am, Tm, Xs, L.ldf, tm.all());
         if constexpr (FUSED) {
-            store_t_beta<P>(p, ch, Tm, L.ldf, Bs, reinterpret_cast<unsigned char *>(scratch), warp);
-            if (p.ready || i + 1 < count)
+            store_t_beta<P>(p, ch, Tm, L.ldf, Bs, reinterpret_cast<unsigned char *>(scratch),
+                            tm.all());
+            if (p.ready || i < count)
                 tm.sync(); // the head's blocks are out, the team's shared memory free
             if (p.ready && tid == 0)
                 flag_release(p.ready + ch);
@@ -667,6 +687,8 @@ void launch_for(int KP, const chunk_prep_tc_args &a, int64_t nc, int smem, cudaS
                   : KP == 96 ? chunk_prep_tc<P, 96, false>
                   : a.fused  ? fused_kernel<P>()
                              : chunk_prep_tc<P, 128, false>;
+    if (a.fused)
+        smem = prep_fused_bytes(128);
     cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (nc > 0)
         kernel<<<dim3((unsigned)nc, (unsigned)(a.fused ? a.shape.H : a.shape.HV)), kPrepThreads,
@@ -674,9 +696,9 @@ void launch_for(int KP, const chunk_prep_tc_args &a, int64_t nc, int smem, cudaS
 }
 
 template <class P>
-void launch_beside(const chunk_prep_tc_args &a, int blocks, int smem, cudaStream_t stream)
+void launch_beside(const chunk_prep_tc_args &a, int blocks, cudaStream_t stream)
 {
-    const int team_bytes = (smem + 127) / 128 * 128; // (each team's area 128-byte aligned)
+    const int team_bytes = prep_fused_team_bytes(128); // (each team's area 128-byte aligned)
     cudaFuncSetAttribute(chunk_prep_tc_beside<P, 128>,
                          cudaFuncAttributeMaxDynamicSharedMemorySize, 2 * team_bytes);
     if (blocks > 0)
@@ -686,13 +708,13 @@ void launch_beside(const chunk_prep_tc_args &a, int blocks, int smem, cudaStream
 
 } // namespace
 
-void launch_chunk_prep_tc_beside(gdn_dtype dt, const chunk_prep_tc_args &a, int blocks, int smem,
+void launch_chunk_prep_tc_beside(gdn_dtype dt, const chunk_prep_tc_args &a, int blocks,
                                  cudaStream_t stream)
 {
     if (dt == GDN_F16)
-        launch_beside<prec_f16_fast>(a, blocks, smem, stream);
+        launch_beside<prec_f16_fast>(a, blocks, stream);
     else
-        launch_beside<prec_bf16_fast>(a, blocks, smem, stream);
+        launch_beside<prec_bf16_fast>(a, blocks, stream);
 }
 
 void launch_chunk_prep_tc(gdn_dtype dt, bool fast, int KP, const chunk_prep_tc_args &a,

@@ -193,7 +193,7 @@ bool run_16bit(const gdn_delta_rule_problem *p, const cuda_chunk_plan &plan, con
         cudaMemsetAsync(ready, 0, plan.ws.ready.bytes, stream);
         prep.ready = ready;
         prep.ntasks = plan.nc * c.shape.H;
-        launch_chunk_prep_tc_beside(dt, prep, plan.prep_beside, plan.d.prep_tc_bytes, stream);
+        launch_chunk_prep_tc_beside(dt, prep, plan.prep_beside, stream);
         if (cudaPeekAtLastError() != cudaSuccess) // (no state pass waiting on flags that never
             return true;                          // come; cuda_check reports the error)
         pass.ready = ready;
