@@ -86,18 +86,19 @@ __device__ __forceinline__ void fused_new_values(float *acc, const typename P::s
 {
     unsigned wf[4][4];
 #pragma unroll
-    for (int ks = 0; ks < 4; ks++)
+    for (int ks = 0; ks < 4; ks++) {
+        // v^T's A fragment over chunk rows 16 ks..: pairs (c, c + 1) at value v, as acc's
+        unsigned va[4] = {0u, 0u, 0u, 0u};
+        if (v_in)
+            frag_a_trans<true>(va, vt, kPanel, vr & ~15, 16 * ks);
 #pragma unroll
         for (int q = 0; q < 4; q++) {
-            const int i = 8 * ks + 2 * q, c = 16 * ks + 8 * (q >> 1) + 2 * t, v = vr + 8 * (q & 1);
+            const int i = 8 * ks + 2 * q, c = 16 * ks + 8 * (q >> 1) + 2 * t;
             const float2 f = *reinterpret_cast<const float2 *>(ew + c);
-            float x = -f.x * acc[i], y = -f.y * acc[i + 1];
-            if (v_in) {
-                x += to_f32(vt[tile_at<true>(c, v, kPanel)]);
-                y += to_f32(vt[tile_at<true>(c + 1, v, kPanel)]);
-            }
-            wf[ks][q] = P::pack(x, y);
+            const float2 vv = P::unpack(va[q]);
+            wf[ks][q] = P::pack(vv.x - f.x * acc[i], vv.y - f.y * acc[i + 1]);
         }
+    }
 #pragma unroll
     for (int i = 0; i < 32; i++)
         acc[i] = 0.0f;
