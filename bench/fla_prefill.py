@@ -30,7 +30,12 @@ there.
 
 FLA is pinned to its own Triton kernels (fla_decode.import_fla_op). Environment: GDN_BENCH_ROUNDS
 (default 3), GDN_BENCH_ROWS (indices into ROWS, e.g. "0,1,6"; default all), GDN_BENCH_PEERS=0
-(no peer columns: FlashQLA's TileLang kernels take about a minute to compile).
+(no peer columns: FlashQLA's TileLang kernels take about a minute to compile), GDN_BENCH_GATES
+("randn", the default: g = logsigmoid(randn + 3), about -4.8 a 64-token chunk; "model": a
+Qwen3-Next-like gate per value head, g = -A softplus(a + dt_bias) with A in (1, 16), dt_bias
+for dt in (0.001, 0.1) log-uniform and a ~ randn, about -0.1 to -150 a chunk by head, for which
+the time of a segment's start state depends on how far decay reaches: FlashQLA's and libgdn's
+split calls both shorten it by the gates).
 
 FLA's code must sit in .fla/fla (fetched, never committed). Writes JSON to argv[1] if given.
 """
@@ -69,13 +74,27 @@ def flops(T, HV, seqs=1):
     return 2.0 * chunks * (C * C * (3 * K + 2 * V) + 3 * C * K * V)
 
 
+def model_gates(T, HV, dev):
+    """g [1, T, HV] as a Qwen3-Next layer makes it at initialisation: -A softplus(a + dt_bias)
+    per value head, A uniform in (1, 16), dt_bias = softplus^-1(dt) for dt log-uniform in
+    (0.001, 0.1), the projection's a ~ randn."""
+    A = 1.0 + 15.0 * torch.rand(HV, device=dev)
+    dt = torch.exp(math.log(0.001) + (math.log(0.1) - math.log(0.001)) * torch.rand(HV, device=dev))
+    dt_bias = torch.log(torch.expm1(dt))
+    a = torch.randn(1, T, HV, device=dev)
+    return -A * torch.nn.functional.softplus(a + dt_bias)
+
+
 def make_inputs(T, H, HV, dev="cuda", seqs=1):
     """q, k, v (bf16), g (log-decay), beta, h0 (f32, one row per sequence) for B=1 and T tokens
-    (seqs sequences packed, for a varlen call)."""
+    (seqs sequences packed, for a varlen call); g as GDN_BENCH_GATES says."""
     q = torch.randn(1, T, H, K, device=dev, dtype=torch.bfloat16)
     k = torch.randn(1, T, H, K, device=dev, dtype=torch.bfloat16)
     v = torch.randn(1, T, HV, V, device=dev, dtype=torch.bfloat16)
-    g = torch.nn.functional.logsigmoid(torch.randn(1, T, HV, device=dev) + 3.0)
+    if os.environ.get("GDN_BENCH_GATES", "randn") == "model":
+        g = model_gates(T, HV, dev)
+    else:
+        g = torch.nn.functional.logsigmoid(torch.randn(1, T, HV, device=dev) + 3.0)
     beta = torch.rand(1, T, HV, device=dev)
     h0 = 0.1 * torch.randn(seqs, HV, K, V, device=dev)
     return q, k, v, g, beta, h0
