@@ -15,6 +15,10 @@
 #   fla_tests    FLA's own test file with libgdn swapped in (GDN_FLA_TESTS_TIMEOUT, default 200)
 #   fla_prefill  the FLA prefill comparison with peer columns, one round (GDN_BENCH_ROWS picks
 #                rows, GDN_BENCH_PEERS=0 leaves the peers out; GDN_FLA_PREFILL_TIMEOUT)
+#   profile      (asked for by name only) per-kernel times of prefill rows, bench/profile_prefill.py:
+#                GDN_PROFILE_ROWS "T,H,HV ..." (default "8192,16,32 131072,2,4"), each under the
+#                default plan and under each assignment of GDN_PROFILE_VARIANTS (e.g.
+#                "GDN_CUDA_TAIL=0"), GDN_PRECISIONS its modes (default fast)
 # An sm_90a build of the library comes first (and of gdn._fast where Python's headers are).
 # Wheels in .whl (e.g. einops for FLA's tests) are installed first. Logs go to $OUT.
 set -uo pipefail
@@ -72,6 +76,15 @@ if want fla_tests; then
   # GDN_FLA_TESTS_SELECT says otherwise ("" runs them all)
   GDN_FLA_TESTS_SELECT=${GDN_FLA_TESTS_SELECT-not test_gate and not prepare_wy and not flash_qla and not blackwell} \
     GDN_FLA_TESTS_TIMEOUT=${GDN_FLA_TESTS_TIMEOUT:-200} timeout 300 bash bench/fla_tests.sh
+fi
+if want profile; then # (not in the default parts)
+  for row in ${GDN_PROFILE_ROWS:-8192,16,32 131072,2,4}; do
+    for v in "" ${GDN_PROFILE_VARIANTS:-}; do
+      echo "-- ${row//,/ \/ } ${v:-default}"
+      env ${v//,/ } GDN_PRECISIONS=${GDN_PRECISIONS:-fast} timeout 60 \
+        python3 bench/profile_prefill.py ${row//,/ } 2>&1 | grep -E "ms of kernels|^ +[0-9.]+ us"
+    done
+  done
 fi
 if want fla_prefill; then
   GDN_BENCH_ROUNDS=1 timeout "${GDN_FLA_PREFILL_TIMEOUT:-200}" python3 bench/fla_prefill.py \
