@@ -8,6 +8,8 @@
  *     the fused pass beside its preparation or after it, and the wgmma pass's two ways of
  *     storing output tiles; K and V that round up to 128 (the fused pass's) on their own;
  *   - long memory (values the state predicts) to the same bar, split or not;
+ *   - split calls whose maps run only their segments' last chunks (strong, usual and slow
+ *     decay side by side), in both modes, and that such a map reads nothing before its tail;
  *   - the two modes differ for 16-bit inputs (the switch reaches the kernels) and give the same
  *     bytes for f32 inputs (both run split tf32).
  * The high mode's 5e-5 bars are test_cuda's. python/tests/test_gpu_fla.py compares the fast
@@ -212,6 +214,120 @@ static void test_long_memory(rng *r)
     }
 }
 
+/* Split calls whose maps start at their segments' last chunks (segment_tail): with unit keys,
+ * the wgmma maps pass runs only the chunks whose decay still reaches a segment's end. Per value
+ * head, strong decay (g in (-4, -1): one chunk reaches), the usual gates (three or four) or slow
+ * decay (none: the whole segment); 4- and 6-chunk segments; both modes, f32 outputs, against the
+ * float64 recurrence to each mode's bar (fast 5e-3, high 5e-5). A map that started at the wrong
+ * chunk would leave the next segment a wrong start state, which its first tokens' outputs show. */
+static void test_segment_tails(rng *r)
+{
+    static const int64_t lens[] = {700, 0, 1300, 65, 900};
+    static const char *segc[] = {"4", "6"};
+    double worst[2] = {0.0, 0.0};
+    for (int i = 0; i < 8; i++) {
+        delta_config f = delta_config_default();
+        f.H = rng_int(r, 1, 2);
+        f.HV = 3 * f.H;
+        f.K = f.V = 128;
+        f.T = (int64_t[]){900, 1500}[rng_int(r, 0, 1)];
+        if (i % 4 == 3) {
+            f.nseq = 5;
+            f.lens = lens;
+        }
+        f.pool = i % 3 != 2;
+        delta_config_random_options(&f, r);
+        f.qk_l2norm = true;
+        f.gate_in_kernel = false;
+        f.dtype = i % 2 ? GDN_F16 : GDN_BF16;
+        f.out_dtype = GDN_F32;
+        delta_case c;
+        delta_case_init(&c, &f, r);
+        const int64_t ng = tensor_numel(&c.g);
+        for (int64_t t = 0; t < ng; t++) {
+            const int64_t h = t % f.HV; /* g is [B, T, HV] */
+            if (h % 3 == 0)
+                tensor_set(&c.g, t, -rng_uniform(r, 1.0, 4.0));
+            else if (h % 3 == 2)
+                tensor_set(&c.g, t, -rng_uniform(r, 0.0, 0.01));
+        }
+        expected e = expect(&c);
+        for (int m = 0; m < 2; m++) {
+            c.args.precision = m ? GDN_PRECISION_HIGH : GDN_PRECISION_FAST;
+            setenv("GDN_CUDA_STATE_PASS", "wgmma", 1);
+            setenv("GDN_CUDA_SEGMENT_CHUNKS", segc[i / 2 % 2], 1);
+            char desc[200];
+            delta_case_describe(&c, desc, sizeof desc);
+            CHECK_OK(run_cuda(&c), cuda);
+            unsetenv("GDN_CUDA_STATE_PASS");
+            unsetenv("GDN_CUDA_SEGMENT_CHUNKS");
+            CHECK(delta_case_untouched(&c), "cuda segment tails wrote a skipped row: %s", desc);
+            const double tol = m ? 5e-5 : FAST_TOL;
+            const double eo = rel_l2(&c.out, &e.out);
+            CHECK_ERR(eo, tol, "cuda %s, %s-chunk segment tails, output: %s", m ? "high" : "fast",
+                      segc[i / 2 % 2], desc);
+            worst[m] = fmax(worst[m], eo);
+            if (c.state.data) {
+                const double es = rel_l2(&c.state, &e.state);
+                CHECK_ERR(es, tol, "cuda %s, %s-chunk segment tails, state: %s",
+                          m ? "high" : "fast", segc[i / 2 % 2], desc);
+                worst[m] = fmax(worst[m], es);
+            }
+        }
+        expected_free(&e);
+        delta_case_free(&c);
+    }
+    printf("segment tails: worst error fast %.2e, high %.2e\n", worst[0], worst[1]);
+}
+
+/* A map that runs only its segment's tail never reads the chunks before it: under strong decay
+ * a NaN in the first chunk's values reaches that segment's outputs but not the final state (the
+ * last segment starts from the first's tail alone), while whole maps (GDN_CUDA_TAIL=0) carry it
+ * to the final state too (NaN times any decay is NaN). Both modes, two 4-chunk segments. */
+static void test_tail_skips_early_chunks(rng *r)
+{
+    for (int m = 0; m < 2; m++) {
+        delta_config f = delta_config_default();
+        f.T = 8 * 64, f.H = 1, f.HV = 2, f.K = f.V = 128;
+        f.pool = true;
+        delta_config_random_options(&f, r);
+        f.qk_l2norm = true;
+        f.gate_in_kernel = false;
+        f.fused_qkv = false;
+        f.padding = false; /* the one sequence runs */
+        f.dtype = m ? GDN_F16 : GDN_BF16;
+        f.out_dtype = GDN_F32;
+        f.precision = m ? GDN_PRECISION_HIGH : GDN_PRECISION_FAST;
+        delta_case c;
+        delta_case_init(&c, &f, r);
+        for (int64_t t = 0; t < tensor_numel(&c.g); t++)
+            tensor_set(&c.g, t, -rng_uniform(r, 1.0, 4.0)); /* a chunk decays by e^-64 or more */
+        const gdn_tensor row = tensor_slice(&c.v, 1, rng_int(r, 0, 63), 1);
+        tensor_set(&row, rng_int(r, 0, tensor_numel(&row) - 1), NAN);
+        char desc[200];
+        delta_case_describe(&c, desc, sizeof desc);
+        for (int tail = 1; tail >= 0; tail--) {
+            setenv("GDN_CUDA_STATE_PASS", "wgmma", 1);
+            setenv("GDN_CUDA_SEGMENT_CHUNKS", "4", 1);
+            if (!tail)
+                setenv("GDN_CUDA_TAIL", "0", 1);
+            CHECK_OK(run_cuda(&c), cuda);
+            unsetenv("GDN_CUDA_STATE_PASS");
+            unsetenv("GDN_CUDA_SEGMENT_CHUNKS");
+            unsetenv("GDN_CUDA_TAIL");
+            const gdn_tensor first = tensor_slice(&c.out, 1, 0, 4 * 64);
+            const gdn_tensor st = tensor_slice(&c.state, 0, delta_case_slot(&c, 0), 1);
+            CHECK(!tensor_all_finite(&first), "a NaN value left its segment's outputs finite: %s",
+                  desc);
+            CHECK(tensor_all_finite(&st) == (tail != 0),
+                  "%s: a NaN value in the first segment's first chunk %s the final state: %s",
+                  tail ? "maps from segment tails" : "whole maps",
+                  tail ? "reached" : "did not reach", desc);
+        }
+        delta_case_free(&c);
+    }
+}
+
 /* 16-bit inputs: fast and high differ; f32 inputs: the same bytes. */
 static void test_modes_apart(rng *r)
 {
@@ -253,6 +369,8 @@ int main(void)
     test_random(&r);
     test_fused_shapes(&r);
     test_long_memory(&r);
+    test_segment_tails(&r);
+    test_tail_skips_early_chunks(&r);
     test_modes_apart(&r);
     gdn_context_destroy(cuda);
     gdn_context_destroy(ref);

@@ -156,7 +156,8 @@ static void check_varlen_split(const cuda_chunk_shape *s, const cuda_chunk_plan 
 }
 
 static void check_chunk_plan(const cuda_chunk_shape *s, const cuda_chunk_caps *c,
-                             const cuda_chunk_plan *p, rng *r, const char *what)
+                             const cuda_chunk_env *e, const cuda_chunk_plan *p, rng *r,
+                             const char *what)
 {
     const int64_t KP = round_up(s->K, 32), VP = round_up(s->V, 32);
     CHECK(p->d.KP == KP && p->d.VP == VP, "%s: KP %d VP %d", what, p->d.KP, p->d.VP);
@@ -195,6 +196,8 @@ static void check_chunk_plan(const cuda_chunk_shape *s, const cuda_chunk_caps *c
               "%s: fused", what);
     CHECK(p->tma_store == (p->wg && c->tensor_maps && s->out_mappable),
           "%s: bulk tensor stores %d", what, (int)p->tma_store);
+    CHECK(p->tails == (p->split && p->wg && s->unit_keys && !e->no_tail),
+          "%s: maps from segment tails %d", what, (int)p->tails);
     if (p->prep_beside) { /* every state block an SM, the preparation's on the others */
         const int64_t blocks = VP / CK_WG_COLS * s->HV * s->N;
         CHECK(p->fused && !p->split && p->nw_out == 1 && p->prep_beside >= 1 && p->uniform &&
@@ -248,7 +251,7 @@ static void check_plan(const cuda_chunk_shape *s, const device *dev, const cuda_
     CHECK(cuda_delta_rule_plan_workspace(&p) == (p.chunked ? p.chunk.ws.total : 0),
           "%s: workspace %zu", what, cuda_delta_rule_plan_workspace(&p));
     if (p.chunked)
-        check_chunk_plan(s, &dev->caps, &p.chunk, r, what);
+        check_chunk_plan(s, &dev->caps, env, &p.chunk, r, what);
 }
 
 static const cuda_chunk_env kNoEnv;
@@ -294,6 +297,7 @@ static void test_random(rng *r)
         s.qk_mappable = s.in_bytes == 2 && rng_int(r, 0, 3) > 0;
         s.v_mappable = s.in_bytes == 2 && rng_int(r, 0, 3) > 0;
         s.out_mappable = s.out_bytes == 2 && rng_int(r, 0, 3) > 0;
+        s.unit_keys = rng_int(r, 0, 1);
         s.algorithm = rng_int(r, 0, 2) == 0 ? GDN_ALGO_CHUNKED : GDN_ALGO_AUTO;
         cuda_chunk_env env;
         memset(&env, 0, sizeof env);
@@ -306,6 +310,7 @@ static void test_random(rng *r)
             env.stitch_cols = rng_int(r, 0, 1) ? 8 * (int)rng_int(r, 0, 2) : 0;
             if (env.stitch_cols == 24)
                 env.stitch_cols = 0;
+            env.no_tail = rng_int(r, 0, 1);
         }
         check_plan(&s, &kDevices[rng_int(r, 0, NDEV - 1)], &env, r);
     }
@@ -465,11 +470,16 @@ static void test_known_plans(void)
           (int)p.chunk.wg, (long long)p.chunk.seq_slots);
     s = shape(1, 131072, 2, 4, 128, 128, 2, false);
     cuda_delta_rule_plan_make(&s, h200, &kNoEnv, &p);
-    CHECK(p.chunked && p.chunk.wg && p.chunk.split && p.chunk.seq_slots > 8,
-          "131072 x 4 heads: many segments (%lld)", (long long)p.chunk.seq_slots);
+    CHECK(p.chunked && p.chunk.wg && p.chunk.split && p.chunk.seq_slots > 8 && !p.chunk.tails,
+          "131072 x 4 heads: many segments (%lld), whole maps for keys of any norm",
+          (long long)p.chunk.seq_slots);
+    s.unit_keys = true;
+    cuda_delta_rule_plan_make(&s, h200, &kNoEnv, &p);
+    CHECK(p.chunk.split && p.chunk.tails, "131072 x 4 heads, unit keys: maps from segment tails");
     cuda_delta_rule_plan_make(&s, no90a, &kNoEnv, &p);
-    CHECK(p.chunked && !p.chunk.wg && p.chunk.split && !p.chunk.direct_keys,
-          "without sm_90a: split on the mma.sync pass");
+    CHECK(p.chunked && !p.chunk.wg && p.chunk.split && !p.chunk.direct_keys && !p.chunk.tails,
+          "without sm_90a: split on the mma.sync pass, whole maps");
+    s.unit_keys = false;
     s.in_bytes = 4;
     cuda_delta_rule_plan_make(&s, h200, &kNoEnv, &p);
     CHECK(p.chunked && !p.chunk.wg && !p.chunk.split && !p.chunk.direct_keys,
@@ -491,9 +501,11 @@ static void test_env(void)
     setenv("GDN_CUDA_FUSED", "0", 1);
     setenv("GDN_CUDA_TMA_STORE", "0", 1);
     setenv("GDN_CUDA_BESIDE", "0", 1);
+    setenv("GDN_CUDA_TAIL", "0", 1);
     cuda_chunk_env_read(&e);
     CHECK(e.state_pass == 1 && e.wg_maps == 2 && e.wg_out == 1 && e.segment_chunks == 3 &&
-              e.key_copies && e.stitch_cols == 16 && e.no_fused && e.no_tma_store && e.no_beside,
+              e.key_copies && e.stitch_cols == 16 && e.no_fused && e.no_tma_store && e.no_beside &&
+              e.no_tail,
           "env: pass %d widths %d,%d segc %lld copies %d stitch %d", e.state_pass, e.wg_maps,
           e.wg_out, (long long)e.segment_chunks, (int)e.key_copies, e.stitch_cols);
     setenv("GDN_CUDA_STATE_PASS", "wgmma", 1);
@@ -517,6 +529,7 @@ static void test_env(void)
     unsetenv("GDN_CUDA_FUSED");
     unsetenv("GDN_CUDA_TMA_STORE");
     unsetenv("GDN_CUDA_BESIDE");
+    unsetenv("GDN_CUDA_TAIL");
     cuda_chunk_env_read(&e);
     CHECK(memcmp(&e, &kNoEnv, sizeof e) == 0, "env: nothing set, nothing forced");
 
@@ -554,6 +567,14 @@ static void test_env(void)
               p.chunk.nw_maps == 2 && p.chunk.nw_out == 2,
           "forced: segc %lld widths %d, %d", (long long)p.chunk.segc, p.chunk.nw_maps,
           p.chunk.nw_out);
+    s.unit_keys = true;
+    e.no_tail = true;
+    cuda_delta_rule_plan_make(&s, h100, &e, &p);
+    CHECK(p.chunk.split && !p.chunk.tails, "GDN_CUDA_TAIL=0: whole maps");
+    e.no_tail = false;
+    cuda_delta_rule_plan_make(&s, h100, &e, &p);
+    CHECK(p.chunk.split && p.chunk.tails, "split, unit keys: maps from segment tails");
+    s.unit_keys = false;
     e.wg_out = 1, e.stitch_cols = 8, e.key_copies = true;
     cuda_delta_rule_plan_make(&s, h100, &e, &p);
     CHECK(p.chunk.nw_maps == 2 && p.chunk.nw_out == 1 && p.chunk.stitch_cols == 8 &&
@@ -587,6 +608,9 @@ static void test_shape_of(void)
               s.algorithm == GDN_ALGO_CHUNKED,
           "shape of a problem");
     CHECK(!s.split_operands, "the default precision (auto) is the fast mode: one part");
+    CHECK(!s.unit_keys, "keys as they come");
+    p.a.qk_l2norm = 1;
+    CHECK(cuda_chunk_shape_of(&p).unit_keys, "keys L2-normalised in the kernel: unit keys");
     /* whole-chunk bulk stores only for an output of q's type (the same rows, three dtypes) */
     static _Alignas(16) float out_rows[4 * 8 * 96];
     p.a.out = gdn_tensor_4d(out_rows, GDN_F32, 1, 4, 8, 96);

@@ -135,6 +135,15 @@ struct alignas(16) chunk_state_args {
     ck_work work;
 };
 
+// What the wgmma maps pass reads to start a segment's map at its last chunks (segment_tail): the
+// tokens' beta as the call passes it (beta_gate > 0: the gate's logits b, beta = beta_gate
+// sigmoid(b)), and whether it may (on: keys L2-normalised in the kernel, GDN_CUDA_TAIL not 0).
+struct ck_tail {
+    gdn_tensor beta;
+    float beta_gate;
+    bool on;
+};
+
 // The 16-bit state passes, chunk_state_tc and chunk_state_wg (a __grid_constant__ parameter:
 // the tensor maps are read in place), one block per (value tile, value head, segment slot).
 // Each sequence's chunks run in segments of segc (one segment per sequence when unsplit). With
@@ -154,6 +163,7 @@ struct chunk_pass_args { // 128-byte aligned (CUtensorMap)
     bool fused;                 // chunk_state_wg makes V' from v (vmap) and T diag(beta)
     bool out_map;               // chunk_state_wg stores whole chunks' outputs by omap
     const int *ready;           // the preparation runs beside the pass: wait for chunk x HV + hv
+    ck_tail tail;               // split calls: the maps may skip their segments' first chunks
     CUtensorMap qmap, kmap, vmap, omap;
 };
 

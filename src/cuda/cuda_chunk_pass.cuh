@@ -150,4 +150,66 @@ __device__ __forceinline__ bool state_block_for(const chunk_pass_args &p, int64_
     return sequence_state(p.pool, p.shape, b.n, b.hv, b.state, b.init);
 }
 
+// ---- a map from its segment's last chunks ----------------------------------------------------
+//
+// A segment's map sends the state it starts from to its end: S_end = M S_start + N. A chunk's
+// transition, the product of its tokens' e^(g_t) (I - beta_t k_t k_t^T), has norm at most
+// e^(G_last) (the workspace's gl) where ||k_t|| <= 1 (the in-kernel L2 norm) and beta_t lies in
+// [0, 2]. So where the last w chunks' gl multiply to less than e^kTailLog, whatever the segment
+// held before them (the state there, of norm ||S||) reaches its end times less than e^kTailLog
+// ||S||: below f32's smallest number (1.4e-45) for any ||S|| under 1e20 (the products' 16-bit
+// roundings can put a factor a hair above 1: at most about e^w more, nothing f32 would keep). The
+// maps pass then runs only those w chunks, from zeros, for N, and M, the whole segment's
+// transition, is 0; the stitch is unchanged. On gates like g = logsigmoid(randn) (about -50 a
+// chunk) that is 3 or 4 chunks of a segment's 128; on long memory no tail gets there and the map
+// runs its whole segment. A NaN or Inf in a skipped chunk's k, v, g or beta shows in that
+// segment's outputs (the output pass runs every chunk) but no longer in later segments' states.
+constexpr float kTailLog = -150.0f;
+
+// The last chunks of a segment (nch chunks from `first`, chunk c0 of sequence s; value head hv)
+// that its map needs, w, where the bound above holds (then M = 0); 0 where no tail of the segment
+// gets below e^kTailLog or a beta in it lies outside [0, 2] (a NaN fails either). The same for
+// every thread of the block, which must all call it: the block's first warp walks back from the
+// segment's end 32 chunks at a time (a prefix sum of log gl across the lanes) and leaves w in
+// *slot (shared memory); then every thread checks its share of the tail's beta.
+__device__ __forceinline__ int64_t segment_tail(const chunk_pass_args &p, int64_t first,
+                                                int64_t nch, int64_t hv, const seq_info &s,
+                                                int64_t c0, int *slot)
+{
+    if (threadIdx.x < 32) {
+        const unsigned all = 0xffffffffu;
+        const int lane = (int)threadIdx.x;
+        int64_t w = 0;      // the tail's chunks, counted from the segment's end (0: none)
+        float after = 0.0f; // log gl summed over the chunks after this round's
+        for (int64_t base = 0; base < nch && w == 0; base += 32) {
+            const int64_t j = nch - 1 - base - lane; // this lane's chunk in the segment
+            float lg = j >= 0 ? logf(p.work.gl[(first + j) * p.shape.HV + hv]) : 0.0f;
+            for (int o = 1; o < 32; o <<= 1) {
+                const float y = __shfl_up_sync(all, lg, o);
+                if (lane >= o)
+                    lg += y;
+            }
+            lg += after;
+            const unsigned hit = __ballot_sync(all, j >= 0 && lg < kTailLog);
+            if (hit)
+                w = base + __ffs(hit);
+            after = __shfl_sync(all, lg, 31);
+        }
+        if (lane == 0)
+            *slot = (int)w;
+    }
+    __syncthreads();
+    const int64_t w = *slot;
+    // (a maps segment is never its sequence's last: its chunks are whole)
+    const int64_t t0 = s.t0 + kC * (c0 + nch - w);
+    bool ok = w > 0;
+    for (int64_t i = threadIdx.x; i < kC * w; i += blockDim.x) { // (no early exit: loads overlap)
+        float b = ld(p.tail.beta, tok_off(p.tail.beta, s.row, t0 + i, hv));
+        if (p.tail.beta_gate > 0.0f)
+            b = p.tail.beta_gate * sigmoidf_(b);
+        ok &= b >= 0.0f && b <= 2.0f;
+    }
+    return __syncthreads_and(ok) ? w : 0;
+}
+
 #endif

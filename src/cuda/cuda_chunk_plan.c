@@ -28,6 +28,7 @@ cuda_chunk_shape cuda_chunk_shape_of(const gdn_delta_rule_problem *p)
         cuda_tensor_map_strides(&p->a.q, bytes) && cuda_tensor_map_strides(&p->a.k, bytes);
     s.v_mappable = cuda_tensor_map_strides(&p->a.v, bytes);
     s.out_mappable = p->a.out.dtype == p->a.q.dtype && cuda_tensor_map_strides(&p->a.out, bytes);
+    s.unit_keys = p->a.qk_l2norm != 0;
     return s;
 }
 
@@ -76,6 +77,8 @@ void cuda_chunk_env_read(cuda_chunk_env *e)
     e->no_tma_store = store && strcmp(store, "0") == 0;
     const char *beside = getenv("GDN_CUDA_BESIDE");
     e->no_beside = beside && strcmp(beside, "0") == 0;
+    const char *tail = getenv("GDN_CUDA_TAIL");
+    e->no_tail = tail && strcmp(tail, "0") == 0;
 }
 
 /* ---- shapes ---------------------------------------------------------------------------------- */
@@ -532,6 +535,9 @@ void cuda_chunk_plan_make(const cuda_chunk_shape *s, const cuda_chunk_caps *caps
      * sm_90a's) and an output of the inputs' type that a tensor map can write (no map is made
      * for one the pass would store element by element anyway). */
     plan->tma_store = plan->wg && caps->tensor_maps && s->out_mappable && !env->no_tma_store;
+    /* Maps from their segments' last chunks: the wgmma maps pass alone runs them, and the bound
+     * it relies on needs unit keys. */
+    plan->tails = plan->split && plan->wg && s->unit_keys && !env->no_tail;
     plan->prep_beside = prep_beside_blocks(s, caps, plan, beside);
     workspace_layout(s, plan);
 }

@@ -39,6 +39,7 @@ typedef struct cuda_chunk_shape {
     bool v_mappable;          /* v too */
     bool out_mappable;        /* and the output, of q's 16-bit type (the wgmma pass's
                                  whole-chunk stores; other outputs are stored element-wise) */
+    bool unit_keys;           /* keys L2-normalised in the kernel (qk_l2norm) */
     gdn_algorithm algorithm;
 } cuda_chunk_shape;
 
@@ -60,7 +61,8 @@ typedef struct cuda_chunk_caps {
  *   GDN_CUDA_STITCH_COLS=8|16       the stitch's block width
  *   GDN_CUDA_FUSED=0                the fast mode keeps W and U in the workspace (no fused pass)
  *   GDN_CUDA_TMA_STORE=0            the wgmma pass stores its output tiles thread by thread
- *   GDN_CUDA_BESIDE=0               the preparation runs before the state pass, never beside it */
+ *   GDN_CUDA_BESIDE=0               the preparation runs before the state pass, never beside it
+ *   GDN_CUDA_TAIL=0                 every map of a split call runs its whole segment */
 typedef struct cuda_chunk_env {
     int state_pass;           /* 0: the planner's choice; 1: mma.sync; 2: wgmma */
     int wg_maps, wg_out;      /* forced warpgroups a block (0: none) */
@@ -70,6 +72,7 @@ typedef struct cuda_chunk_env {
     bool no_fused;            /* no fused values pass (GDN_CUDA_FUSED=0) */
     bool no_tma_store;        /* no bulk tensor stores of output tiles (GDN_CUDA_TMA_STORE=0) */
     bool no_beside;           /* no preparation beside the state pass (GDN_CUDA_BESIDE=0) */
+    bool no_tail;             /* no map from its segment's last chunks (GDN_CUDA_TAIL=0) */
 } cuda_chunk_env;
 
 /* Shapes, row strides and shared-memory offsets of the kernels: the f32 path's chunk_prep (p_*)
@@ -132,6 +135,9 @@ typedef struct cuda_chunk_plan {
                                    has no W and U) */
     bool tma_store;             /* the wgmma output pass stores whole chunks of a 16-bit output
                                    of the inputs' type by a tensor map over it */
+    bool tails;                 /* split on the wgmma pass with unit keys: each map runs only
+                                   the last chunks of its segment that still reach the
+                                   segment's end (segment_tail, cuda_chunk_pass.cuh) */
     int prep_beside;            /* > 0: the preparation runs beside the state pass in this many
                                    two-team blocks on the SMs the pass leaves free, and the pass
                                    waits per chunk on its flags (ws.ready) */

@@ -248,9 +248,11 @@ __device__ __forceinline__ void store_out_wg(const gdn_tensor &out, unsigned cha
 
 // The state pass over one segment of one sequence for NW x 64 value columns of one head, 64 a
 // warpgroup; OUT and the maps pass as in chunk_state_tc (the maps pass's tiles run over the
-// K + V columns of [M | N]). NW = 2 runs only for KP = VP = 128 (wg_width_max), where M and N
-// have two tiles each: a block's two tiles are both of M or both of N, of one head and segment
-// (so both warpgroups return together below), and their U tiles are adjacent.
+// K + V columns of [M | N]; with p.tail.on a map runs only the last chunks of its segment that
+// still reach the segment's end, segment_tail). NW = 2 runs only for KP = VP = 128
+// (wg_width_max), where M and N have two tiles each: a block's two tiles are both of M or both of
+// N, of one head and segment (so both warpgroups return together below), and their U tiles are
+// adjacent.
 template <class P, int KP, bool OUT, int NW, bool FUSED>
 __global__ void __launch_bounds__(NW *kWgThreads, 1)
     chunk_state_wg(const __grid_constant__ chunk_pass_args p)
@@ -301,8 +303,21 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1)
     }
     const seq_info s = seq_span(p.seqs.cu_seqlens, p.shape.T, n);
     const int64_t all = chunk_first(p.seqs, n + 1) - chunk_first(p.seqs, n);
-    const int64_t c0 = seg * p.segc, first = chunk_first(p.seqs, n) + c0;
-    const int64_t nch = all - c0 < p.segc ? all - c0 : p.segc;
+    int64_t c0 = seg * p.segc, first = chunk_first(p.seqs, n) + c0;
+    int64_t nch = all - c0 < p.segc ? all - c0 : p.segc;
+    if (!OUT && p.tail.on) { // the map from the segment's last chunks that still reach its end
+        const int64_t w =
+            segment_tail(p, first, nch, hv, s, c0, reinterpret_cast<int *>(smem + L.gl));
+        if (w > 0 && m_cols) { // M = 0: what enters the segment no longer reaches its end
+#pragma unroll
+            for (int i = 0; i < NS; i++)
+                S[i] = 0.0f;
+            nch = 0;
+        } else if (w > 0) {
+            const int64_t skip = nch - w;
+            c0 += skip, first += skip, nch = w;
+        }
+    }
     const unsigned bar0 = sbase + L.bar; // the two stages' barriers
     const int64_t kh = key_head_of(p.shape, hv);
     const bool out_pairs = OUT && out_pairs_ok<P>(p.out, v0, (int)p.shape.V);
