@@ -72,7 +72,8 @@ static void check_workspace(const cuda_chunk_shape *s, const cuda_chunk_plan *p,
 {
     const cuda_chunk_workspace *w = &p->ws;
     const cuda_ws_region *r[] = {&w->chunk_off, &w->gl, &w->eg, &w->ek, &w->ew, &w->W, &w->Wl,
-                                 &w->Qd, &w->Kd, &w->U, &w->Aq, &w->seg_off, &w->maps, &w->ready};
+                                 &w->Qd, &w->Kd, &w->U, &w->Aq, &w->seg_off, &w->maps,
+                                 &w->m_zero, &w->ready};
     const int nr = (int)(sizeof r / sizeof r[0]);
     size_t end = 0;
     for (int i = 0; i < nr; i++) {
@@ -104,6 +105,7 @@ static void check_workspace(const cuda_chunk_shape *s, const cuda_chunk_plan *p,
                            nch * (tc ? (size_t)tc_aq_block(2) : CK_CHUNK * CK_CHUNK * es),
                            seqs * 8,
                            p->split ? (size_t)p->nslots * (size_t)s->HV * KP * (KP + VP) * 4 : 0,
+                           p->tails ? (size_t)p->nslots * (size_t)s->HV * 4 : 0,
                            p->prep_beside ? nch * 4 : 0};
     for (int i = 0; i < nr; i++)
         CHECK(r[i]->bytes >= need[i], "%s: region %d has %zu bytes, the kernels index %zu", what,

@@ -137,11 +137,14 @@ struct alignas(16) chunk_state_args {
 
 // What the wgmma maps pass reads to start a segment's map at its last chunks (segment_tail): the
 // tokens' beta as the call passes it (beta_gate > 0: the gate's logits b, beta = beta_gate
-// sigmoid(b)), and whether it may (on: keys L2-normalised in the kernel, GDN_CUDA_TAIL not 0).
+// sigmoid(b)), and whether it may (on: keys L2-normalised in the kernel, GDN_CUDA_TAIL not 0);
+// where it records, per (segment slot, value head), whether the segment's M is zero (m_zero,
+// which the stitch then skips).
 struct ck_tail {
     gdn_tensor beta;
     float beta_gate;
     bool on;
+    int *m_zero;
 };
 
 // The 16-bit state passes, chunk_state_tc and chunk_state_wg (a __grid_constant__ parameter:
@@ -174,6 +177,7 @@ struct alignas(16) stitch_args {
     ck_shape shape;
     int VP;
     float *maps;
+    const int *m_zero; // [nslots, HV]: 1 where M is zero (S_(j+1) = N_j), or null (none is)
 };
 
 // ---- the launches (each in its stage's file) --------------------------------------------------

@@ -160,10 +160,11 @@ __device__ __forceinline__ bool state_block_for(const chunk_pass_args &p, int64_
 // ||S||: below f32's smallest number (1.4e-45) for any ||S|| under 1e20 (the products' 16-bit
 // roundings can put a factor a hair above 1: at most about e^w more, nothing f32 would keep). The
 // maps pass then runs only those w chunks, from zeros, for N, and M, the whole segment's
-// transition, is 0; the stitch is unchanged. On gates like g = logsigmoid(randn) (about -50 a
-// chunk) that is 3 or 4 chunks of a segment's 128; on long memory no tail gets there and the map
-// runs its whole segment. A NaN or Inf in a skipped chunk's k, v, g or beta shows in that
-// segment's outputs (the output pass runs every chunk) but no longer in later segments' states.
+// transition, is 0 (flagged in m_zero, so the stitch takes N alone). On gates like g =
+// logsigmoid(randn) (about -50 a chunk) that is 3 or 4 chunks of a segment's 128; on long memory
+// no tail gets there and the map runs its whole segment. A NaN or Inf in a skipped chunk's k, v,
+// g or beta, or in the state entering the segment, shows in that segment's outputs (the output
+// pass runs every chunk) but no longer in later segments' states.
 constexpr float kTailLog = -150.0f;
 
 // The last chunks of a segment (nch chunks from `first`, chunk c0 of sequence s; value head hv)

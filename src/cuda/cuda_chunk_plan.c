@@ -498,6 +498,7 @@ static void workspace_layout(const cuda_chunk_shape *s, cuda_chunk_plan *p)
     w->seg_off = take256(&at, gdn_size_mul(seqs, sizeof(int64_t)));
     const size_t map = (size_t)d->KP * (d->KP + d->VP) * sizeof(float);
     w->maps = take256(&at, p->split ? mul3((size_t)p->nslots, (size_t)s->HV, map) : 0);
+    w->m_zero = take256(&at, p->tails ? mul3((size_t)p->nslots, (size_t)s->HV, sizeof(int)) : 0);
     w->ready = take256(&at, p->prep_beside ? mul3((size_t)p->nc, (size_t)s->HV, sizeof(int)) : 0);
     w->total = at;
 }

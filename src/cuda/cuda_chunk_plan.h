@@ -109,6 +109,7 @@ typedef struct cuda_chunk_workspace {
     cuda_ws_region U, Aq;       /* U and Aqk per (chunk, value head) */
     cuda_ws_region seg_off;     /* [N + 1] int64: each sequence's first segment slot */
     cuda_ws_region maps;        /* [nslots, HV, KP, KP + VP] f32: segments' [M | N] (split) */
+    cuda_ws_region m_zero;      /* [nslots, HV] int32: 1 where a segment's M is zero (tails) */
     cuda_ws_region ready;       /* [nc, HV] int32: chunk prepared flags (prep_beside) */
     size_t total;
 } cuda_chunk_workspace;

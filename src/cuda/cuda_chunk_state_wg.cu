@@ -308,6 +308,8 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1)
     if (!OUT && p.tail.on) { // the map from the segment's last chunks that still reach its end
         const int64_t w =
             segment_tail(p, first, nch, hv, s, c0, reinterpret_cast<int *>(smem + L.gl));
+        if (m_cols && tile == 0 && threadIdx.x == 0) // (every call writes it: no stale flag)
+            p.tail.m_zero[slot * p.shape.HV + hv] = w > 0;
         if (w > 0 && m_cols) { // M = 0: what enters the segment no longer reaches its end
 #pragma unroll
             for (int i = 0; i < NS; i++)

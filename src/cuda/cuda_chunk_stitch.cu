@@ -36,13 +36,14 @@ static_assert(kStitchLd == kMaxDim + 4 && kStitchMaxCols == 16 && kStitchLds == 
                   kStitchBuf == kMaxDim * (kStitchLd + kStitchMaxCols),
               "the planner's stitch sizes (cuda_chunk_layout.h)");
 
-// M (KP x KP) and its N's C columns from v0 (row stride ldm in global memory) into buf; every
-// thread, one cp.async group.
+// M (KP x KP; not where with_m is false) and its N's C columns from v0 (row stride ldm in global
+// memory) into buf; every thread, one cp.async group.
 template <int C, int KP>
-__device__ __forceinline__ void stage_map(float *buf, const float *MN, int ldm, int v0)
+__device__ __forceinline__ void stage_map(float *buf, const float *MN, int ldm, int v0,
+                                          bool with_m)
 {
     float *Ns = buf + kMaxDim * kStitchLd;
-    for (int i = threadIdx.x; i < KP * KP / 4; i += kStitchThreads) {
+    for (int i = threadIdx.x; with_m && i < KP * KP / 4; i += kStitchThreads) {
         const int r = i / (KP / 4), c = 4 * (i % (KP / 4));
         cp_async16(buf + r * kStitchLd + c, MN + (int64_t)r * ldm + c);
     }
@@ -117,7 +118,12 @@ __global__ void __launch_bounds__(kStitchThreads) stitch_starts(const stitch_arg
     auto maps_of = [&](int64_t i) {
         return p.maps + ((slot0 + i) * p.shape.HV + hv) * (int64_t)KP * ldm;
     };
-    stage_map<C, KP>(Mbuf, maps_of(0), ldm, v0);
+    // where the maps pass ran a segment from its tail its M is zero (segment_tail): then
+    // S_(i+1) = N_i, which is in place already, and M is neither staged nor multiplied. The
+    // flags are read a step before the staging that needs them (off the chain).
+    auto m_zero = [&](int64_t i) { return p.m_zero && p.m_zero[(slot0 + i) * p.shape.HV + hv]; };
+    bool zero = m_zero(0), zero1 = count > 2 && m_zero(1); // maps i and i + 1
+    stage_map<C, KP>(Mbuf, maps_of(0), ldm, v0, !zero);
     for (int i = threadIdx.x; i < KP * C; i += kStitchThreads) {
         const int k = i / C, c = i % C, v = v0 + c;
         Ss[k * kStitchLds + c] =
@@ -126,15 +132,22 @@ __global__ void __launch_bounds__(kStitchThreads) stitch_starts(const stitch_arg
     }
     for (int64_t i = 0; i + 1 < count; i++) {
         const float *Ms = Mbuf + (i & 1) * kStitchBuf, *Ns = Ms + kMaxDim * kStitchLd;
+        const bool zero2 = i + 3 < count && m_zero(i + 2);
         if (i + 2 < count) {
-            stage_map<C, KP>(Mbuf + ((i + 1) & 1) * kStitchBuf, maps_of(i + 1), ldm, v0);
+            stage_map<C, KP>(Mbuf + ((i + 1) & 1) * kStitchBuf, maps_of(i + 1), ldm, v0, !zero1);
             cp_async_wait_groups<1>();
         } else {
             cp_async_wait_groups<0>();
         }
         __syncthreads(); // M_i, N_i's columns and S_i complete in shared memory
         float acc[C / 8][4];
-        if (m0 < KP)
+        if (m0 < KP && zero)
+#pragma unroll
+            for (int j = 0; j < C / 8; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    acc[j][e] = Ns[(m0 + acc_row(e)) * C + acc_col(j, e)];
+        else if (m0 < KP)
             stitch_rows_tc<C, KP>(acc, Ms, Ns, Ss, m0);
         __syncthreads(); // every read of S_i, M_i and N_i done
         if (m0 < KP)
@@ -144,8 +157,10 @@ __global__ void __launch_bounds__(kStitchThreads) stitch_starts(const stitch_arg
                 for (int e = 0; e < 4; e++) {
                     const int r = m0 + acc_row(e), c = acc_col(j, e);
                     Ss[r * kStitchLds + c] = acc[j][e];
-                    maps_of(i)[r * ldm + KP + v0 + c] = acc[j][e];
+                    if (!zero) // (N_i is S_(i+1) already)
+                        maps_of(i)[r * ldm + KP + v0 + c] = acc[j][e];
                 }
+        zero = zero1, zero1 = zero2;
     }
 }
 

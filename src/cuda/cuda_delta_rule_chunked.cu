@@ -134,6 +134,7 @@ struct call_parts {
     ck_pool pool;
     ck_work work;
     float *maps;
+    int *m_zero; // (null where no map runs from its segment's tail)
     void *workspace;
 };
 
@@ -176,6 +177,7 @@ bool run_16bit(const gdn_delta_rule_problem *p, const cuda_chunk_plan &plan, con
     pass.tail.on = plan.tails;
     pass.tail.beta = p->a.beta;
     pass.tail.beta_gate = !p->a.gate_in_kernel ? 0.0f : p->a.gating.allow_neg_eigval ? 2.0f : 1.0f;
+    pass.tail.m_zero = c.m_zero;
     if ((plan.direct_keys && (!token_panel_map(&pass.qmap, p->a.q) ||
                               !token_panel_map(&pass.kmap, p->a.k))) ||
         (plan.fused && !token_panel_map(&pass.vmap, p->a.v)) ||
@@ -210,6 +212,7 @@ bool run_16bit(const gdn_delta_rule_problem *p, const cuda_chunk_plan &plan, con
     stitch.pool = c.pool, stitch.seqs = c.seqs, stitch.shape = c.shape;
     stitch.VP = plan.d.VP;
     stitch.maps = c.maps;
+    stitch.m_zero = c.m_zero;
 #ifdef GDN_CUDA_WG
     if (plan.wg && (KP == 64 || KP == 128)) {
         if (plan.split) {
@@ -265,6 +268,7 @@ extern "C" gdn_status cuda_delta_rule_chunked(gdn_context *ctx, const gdn_delta_
     c.pool.has_state = p->has_state, c.pool.state_layout = a.state_layout;
     c.work = work_of(w, workspace);
     c.maps = reinterpret_cast<float *>(base + w.maps.off);
+    c.m_zero = plan->tails ? reinterpret_cast<int *>(base + w.m_zero.off) : nullptr;
     c.workspace = workspace;
     cudaStream_t stream = cuda_stream(ctx);
     if (!plan->uniform) {
