@@ -216,10 +216,13 @@ static void test_long_memory(rng *r)
 
 /* Split calls whose maps start at their segments' last chunks (segment_tail): with unit keys,
  * the wgmma maps pass runs only the chunks whose decay still reaches a segment's end. Per value
- * head, strong decay (g in (-4, -1): one chunk reaches), the usual gates (three or four) or slow
- * decay (none: the whole segment); 4- and 6-chunk segments; both modes, f32 outputs, against the
- * float64 recurrence to each mode's bar (fast 5e-3, high 5e-5). A map that started at the wrong
- * chunk would leave the next segment a wrong start state, which its first tokens' outputs show. */
+ * head, strong decay (g in (-4, -1): one chunk reaches), moderate (g in (-0.3, -0.1), about -13
+ * a chunk: four, a whole 4-chunk segment whose M is still zero) or both by turns, every third
+ * segment slow (g in (-0.01, 0): none reaches, the whole segment, M whole), so that a stitch's
+ * chain takes zero and whole Ms one after the other; 4- and 6-chunk segments; both modes, f32
+ * outputs, against the float64 recurrence to each mode's bar (fast 5e-3, high 5e-5). A map that
+ * started at the wrong chunk would leave the next segment a wrong start state, which its first
+ * tokens' outputs show. */
 static void test_segment_tails(rng *r)
 {
     static const int64_t lens[] = {700, 0, 1300, 65, 900};
@@ -243,13 +246,13 @@ static void test_segment_tails(rng *r)
         f.out_dtype = GDN_F32;
         delta_case c;
         delta_case_init(&c, &f, r);
-        const int64_t ng = tensor_numel(&c.g);
+        const int64_t ng = tensor_numel(&c.g), seg_tokens = 64 * atoi(segc[i / 2 % 2]);
         for (int64_t t = 0; t < ng; t++) {
-            const int64_t h = t % f.HV; /* g is [B, T, HV] */
-            if (h % 3 == 0)
-                tensor_set(&c.g, t, -rng_uniform(r, 1.0, 4.0));
-            else if (h % 3 == 2)
-                tensor_set(&c.g, t, -rng_uniform(r, 0.0, 0.01));
+            const int64_t h = t % f.HV, tok = t / f.HV % c.T; /* g is [B, T, HV] */
+            const bool slow = h % 3 == 2 && tok / seg_tokens % 3 == 1; /* (varlen: roughly) */
+            const int kind = h % 3 == 2 ? (slow ? 2 : 0) : (int)(h % 3);
+            const double lo[] = {1.0, 0.1, 0.0}, hi[] = {4.0, 0.3, 0.01};
+            tensor_set(&c.g, t, -rng_uniform(r, lo[kind], hi[kind]));
         }
         expected e = expect(&c);
         for (int m = 0; m < 2; m++) {

@@ -155,17 +155,18 @@ __device__ __forceinline__ bool state_block_for(const chunk_pass_args &p, int64_
 // A segment's map sends the state it starts from to its end: S_end = M S_start + N. A chunk's
 // transition, the product of its tokens' e^(g_t) (I - beta_t k_t k_t^T), has norm at most
 // e^(G_last) (the workspace's gl) where ||k_t|| <= 1 (the in-kernel L2 norm) and beta_t lies in
-// [0, 2]. So where the last w chunks' gl multiply to less than e^kTailLog, whatever the segment
-// held before them (the state there, of norm ||S||) reaches its end times less than e^kTailLog
-// ||S||: below f32's smallest number (1.4e-45) for any ||S|| under 1e20 (the products' 16-bit
-// roundings can put a factor a hair above 1: at most about e^w more, nothing f32 would keep). The
-// maps pass then runs only those w chunks, from zeros, for N, and M, the whole segment's
-// transition, is 0 (flagged in m_zero, so the stitch takes N alone). On gates like g =
-// logsigmoid(randn) (about -50 a chunk) that is 3 or 4 chunks of a segment's 128; on long memory
-// no tail gets there and the map runs its whole segment. A NaN or Inf in a skipped chunk's k, v,
-// g or beta, or in the state entering the segment, shows in that segment's outputs (the output
-// pass runs every chunk) but no longer in later segments' states.
-constexpr float kTailLog = -150.0f;
+// [0, 2]. So where the last w chunks' gl multiply to less than e^kTailLog = 2^-64, whatever the
+// segment held before them (the exact state there) reaches the exact end times less than 2^-64:
+// 40 bits under f32's precision of that state. FlashQLA cuts at e^-10 (4.5e-5 of the state, near
+// the high mode's 5e-5 bar); this cut's tails are about four times as long. The maps pass then
+// runs only those w chunks, from zeros, for N, and M, the whole segment's transition, is 0
+// (flagged in m_zero, so the stitch takes N alone). On the benchmark's gates, logsigmoid(randn +
+// 3) (about -4.8 a chunk), that is about 10 chunks of a segment's 128; on the tests'
+// logsigmoid(randn) (-52) one; on long memory no tail gets there and the map runs its whole
+// segment. A NaN or Inf in a skipped chunk's k, v, g or beta, or in the state entering the
+// segment, shows in that segment's outputs (the output pass runs every chunk) but no longer in
+// later segments' states.
+constexpr float kTailLog = -44.3614f; // ln 2^-64
 
 // The last chunks of a segment (nch chunks from `first`, chunk c0 of sequence s; value head hv)
 // that its map needs, w, where the bound above holds (then M = 0); 0 where no tail of the segment

@@ -27,7 +27,8 @@ namespace {
 // over the SMs: each step is then short, and every block reads whole Ms, which L2 serves. Each
 // M and its N columns come into shared memory by coalesced cp.async, the next pair while the
 // block works on the current one; warp w computes rows 16w.. of S_j on tensor cores
-// (stitch_rows_tc).
+// (stitch_rows_tc). A zero M (a map run from its segment's tail, flagged in m_zero) is neither
+// staged nor multiplied: S_j = N_{j-1}.
 constexpr int kStitchLd = CK_STITCH_LD, kStitchMaxCols = CK_STITCH_MAX_COLS; // C <= 16
 constexpr int kStitchBuf = stitch_buf_floats(); // floats: an M, N's columns
 constexpr int kStitchLds = CK_STITCH_LDS; // S_j's row stride (floats): B fragments conflict-free
