@@ -478,6 +478,27 @@ static void test_known_plans(void)
     s.unit_keys = true;
     cuda_delta_rule_plan_make(&s, h200, &kNoEnv, &p);
     CHECK(p.chunk.split && p.chunk.tails, "131072 x 4 heads, unit keys: maps from segment tails");
+    /* With tails the fast mode's split rows take the plans that ran fastest among the forced
+     * ones on an H100 (docs/PERFORMANCE.md): one wave of two-warpgroup output blocks in short
+     * segments where HV = 4 and 16, one warpgroup an output block where HV = 8. */
+    const cuda_chunk_caps *h100 = &kDevices[0].caps;
+    cuda_delta_rule_plan_make(&s, h100, &kNoEnv, &p);
+    CHECK(p.chunk.fused && p.chunk.tails && p.chunk.seq_slots == 33 && p.chunk.nw_maps == 2 &&
+              p.chunk.nw_out == 2,
+          "131072 x 4 heads, fast, H100: %lld segments, widths %d, %d", (long long)p.chunk.seq_slots,
+          p.chunk.nw_maps, p.chunk.nw_out);
+    cuda_chunk_shape few = shape(1, 32768, 8, 16, 128, 128, 2, false);
+    few.unit_keys = true;
+    cuda_delta_rule_plan_make(&few, h100, &kNoEnv, &p);
+    CHECK(p.chunk.tails && p.chunk.segc == 64 && p.chunk.nw_maps == 2 && p.chunk.nw_out == 2,
+          "32768 x 16 heads, fast, H100: segments of %lld chunks, widths %d, %d",
+          (long long)p.chunk.segc, p.chunk.nw_maps, p.chunk.nw_out);
+    few = shape(1, 32768, 4, 8, 128, 128, 2, false);
+    few.unit_keys = true;
+    cuda_delta_rule_plan_make(&few, h100, &kNoEnv, &p);
+    CHECK(p.chunk.tails && p.chunk.segc == 64 && p.chunk.nw_maps == 2 && p.chunk.nw_out == 1,
+          "32768 x 8 heads, fast, H100: segments of %lld chunks, widths %d, %d",
+          (long long)p.chunk.segc, p.chunk.nw_maps, p.chunk.nw_out);
     cuda_delta_rule_plan_make(&s, no90a, &kNoEnv, &p);
     CHECK(p.chunked && !p.chunk.wg && p.chunk.split && !p.chunk.direct_keys && !p.chunk.tails,
           "without sm_90a: split on the mma.sync pass, whole maps");

@@ -265,25 +265,37 @@ typedef struct step_costs {
 } step_costs;
 static const step_costs kWgSteps[3] = {{0, 0}, {147, 225}, {224, 360}};
 static const int64_t kWgStitchStep = 230;
+/* The stitch's step where the maps run from their segments' tails and M is zero (it takes N
+ * alone): 10.6 us for 15 boundaries, 131072 / 2 / 4 fast on an H100. */
+static const int64_t kTailStitchStep = 70;
 static const step_costs kTcSteps = {200, 400};
 static const int64_t kTcStitchStep = 300;
 
 /* Bytes a split pass moves per (chunk, value head), and the maps pass per map: the blocks it
- * stages (W hi + lo, U and the decay factors; the key head's k rows, from the workspace or on
- * sm_90 the inputs, shared by its HV / H value heads through L2; the output pass also Aqk
- * hi + lo, q and the output rows), or the map it writes. */
+ * stages and the output rows it writes. The key head's k rows (and q's, in the output pass),
+ * from the workspace or on sm_90 the inputs, are shared by its HV / H value heads through L2.
+ * W and U's passes stage W hi + lo, U and the decay factors, the output pass also Aqk hi + lo;
+ * the fused pass (fused) stages v's rows, T diag(beta) and the decay factors, the output pass
+ * also Aqk (the fast mode's, one part). */
 typedef struct pass_bytes {
     int64_t maps, map, out;
 } pass_bytes;
 
-static pass_bytes split_pass_bytes(const cuda_chunk_shape *s)
+static pass_bytes split_pass_bytes(const cuda_chunk_shape *s, bool fused)
 {
     const int64_t KP = round_up(s->K, 32), VP = round_up(s->V, 32), share = s->HV / s->H;
-    const int64_t kb = tc_key_block((int)KP, 2), ub = VP / CK_VT * tc_u_tile();
-    const int64_t maps = 2 * kb + ub + kb / share + CK_CHUNK * 4;
-    const int64_t out = maps + tc_aq_block(2) + kb / share + CK_CHUNK * 4 +
-                        CK_CHUNK * s->V * s->out_bytes;
-    pass_bytes b = {maps, KP * (KP + VP) * 4, out};
+    const int64_t kb = tc_key_block((int)KP, 2), factors = CK_CHUNK * 4;
+    const int64_t rows = CK_CHUNK * s->V * s->out_bytes;
+    pass_bytes b = {0, KP * (KP + VP) * 4, 0};
+    if (fused) {
+        const int64_t vb = CK_CHUNK * VP * 2, ap = tc_aq_part(2);
+        b.maps = kb / share + vb + ap + 2 * factors;
+        b.out = 2 * kb / share + vb + 2 * ap + 3 * factors + rows;
+        return b;
+    }
+    const int64_t ub = VP / CK_VT * tc_u_tile();
+    b.maps = 2 * kb + ub + kb / share + factors;
+    b.out = b.maps + tc_aq_block(2) + kb / share + factors + rows;
     return b;
 }
 
@@ -303,9 +315,16 @@ typedef struct state_plan {
     int nw_maps, nw_out;
 } state_plan;
 
+/* Chunks a map from its segment's tail runs, as the model prices it (segment_tail,
+ * cuda_chunk_pass.cuh: the tail reaches back until the decay since the segment's end is below
+ * 2^-64). The tail follows the gates, which the host does not read; 16 chunks is the tail of a
+ * head that decays about e^-2.8 a 64-token chunk. Heads that decay slower run longer maps, up to
+ * the whole segment, the cost the model gives every map without tails. */
+static const int64_t kTailChunks = 16;
+
 /* The candidates' common terms (plan_state). */
 typedef struct split_model {
-    bool wg;
+    bool wg, tails; /* tails: the maps run from their segments' last chunks (plan.tails) */
     int lo_m, hi_m, lo_o, hi_o;
     int64_t sms, heads, rate, out_floor;
     int64_t maps_tiles[3], out_tiles[3]; /* blocks per head and segment, by warpgroups a block */
@@ -317,8 +336,9 @@ typedef struct split_model {
 static void consider(const split_model *m, int64_t segc, int64_t G, state_plan *best,
                      int64_t *best_cost)
 {
+    const int64_t mapc = m->tails && segc > kTailChunks ? kTailChunks : segc;
     const int64_t maps_floor =
-        m->rate > 0 ? (G - 1) * m->heads * (segc * m->pb.maps + m->pb.map) / m->rate : 0;
+        m->rate > 0 ? (G - 1) * m->heads * (mapc * m->pb.maps + m->pb.map) / m->rate : 0;
     /* widths are 1 or 2 warpgroups (wg_width_max): the bound tells the compiler so too */
     for (int w = m->lo_m; w <= m->hi_m && w <= 2; w++)
         for (int o = m->lo_o; o <= m->hi_o && o <= 2; o++) {
@@ -326,10 +346,10 @@ static void consider(const split_model *m, int64_t segc, int64_t G, state_plan *
             const step_costs so = m->wg ? kWgSteps[o] : kTcSteps;
             const int64_t maps = (G - 1) * m->maps_tiles[w] * m->heads;
             const int64_t cost =
-                longer(sm.maps * segc * waves(maps, m->sms), maps_floor) +
+                longer(sm.maps * mapc * waves(maps, m->sms), maps_floor) +
                 longer(so.out * segc * waves(G * m->out_tiles[o] * m->heads, m->sms),
                        m->out_floor) +
-                (m->wg ? kWgStitchStep : kTcStitchStep) * (G - 1);
+                (m->tails ? kTailStitchStep : m->wg ? kWgStitchStep : kTcStitchStep) * (G - 1);
             if (*best_cost < 0 || cost < *best_cost) {
                 best->segc = segc, best->nw_maps = w, best->nw_out = o;
                 *best_cost = cost;
@@ -361,17 +381,20 @@ static int unsplit_width(const cuda_chunk_shape *s, const cuda_chunk_caps *c, in
  * fits the device, and only when few_state_blocks (the state pass runs one block per SM) or, on
  * warpgroup products, two_segments_pay; then into the G segments per sequence, and with the
  * warpgroups per block, that minimise the modelled time: per pass, its step time x chunks per
- * segment x waves of its blocks (the maps pass KT + VT tiles of cols value columns per head and
- * segment but the last, cols the block's width, the output pass VT tiles), or the time its bytes
- * take at the device's rate where that is longer, plus the stitch's step per segment boundary.
+ * segment (the maps pass from segment tails: kTailChunks at most) x waves of its blocks (the
+ * maps pass KT + VT tiles of cols value columns per head and segment but the last, cols the
+ * block's width, the output pass VT tiles), or the time its bytes take at the device's rate
+ * where that is longer, plus the stitch's step per segment boundary (kTailStitchStep where the
+ * tails leave M zero).
  * Unsplit calls run unsplit_width's warpgroups a block (unless GDN_CUDA_WG_WIDTH forces them). */
 static state_plan plan_state(const cuda_chunk_shape *s, const cuda_chunk_caps *c,
-                             const cuda_chunk_env *e, bool wg, bool beside)
+                             const cuda_chunk_env *e, bool wg, bool fused, bool beside)
 {
     const int64_t chunks = chunks_for(s->T), most = chunks > 1 ? chunks : 1;
     const int top = wg ? wg_width_max(s, c) : 1;
     split_model m = {0};
     m.wg = wg;
+    m.tails = wg && s->unit_keys && !e->no_tail;
     m.lo_m = 1, m.hi_m = top, m.lo_o = 1, m.hi_o = top;
     if (e->wg_maps >= 1 && e->wg_maps <= top)
         m.lo_m = m.hi_m = e->wg_maps;
@@ -397,7 +420,7 @@ static state_plan plan_state(const cuda_chunk_shape *s, const cuda_chunk_caps *c
         m.out_tiles[nw] = round_up(s->V, cols) / cols;
         m.maps_tiles[nw] = round_up(s->K, cols) / cols + m.out_tiles[nw];
     }
-    m.pb = split_pass_bytes(s);
+    m.pb = split_pass_bytes(s, fused);
     m.rate = stream_bytes_per_step_unit(c);
     m.out_floor = m.rate > 0 ? per_seq * m.heads * m.pb.out / m.rate : 0;
     int64_t best_cost = -1;
@@ -520,7 +543,7 @@ void cuda_chunk_plan_make(const cuda_chunk_shape *s, const cuda_chunk_caps *caps
     /* The fused values pass: the fast mode on the wgmma pass, q, k and v by tensor maps. */
     plan->fused = plan->wg && plan->direct_keys && fused_fits(s) && !env->no_fused;
     const bool beside = beside_fits(s, caps, env, &plan->d, plan->fused);
-    const state_plan sp = plan_state(s, caps, env, plan->wg, beside);
+    const state_plan sp = plan_state(s, caps, env, plan->wg, plan->fused, beside);
     plan->segc = sp.segc, plan->nw_maps = sp.nw_maps, plan->nw_out = sp.nw_out;
     plan->nslots = segment_slots(s, plan->segc);
     plan->split = plan->nslots > s->N;
