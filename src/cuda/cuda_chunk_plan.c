@@ -315,6 +315,13 @@ typedef struct state_plan {
     int nw_maps, nw_out;
 } state_plan;
 
+/* Whether a split call's maps run from their segments' tails (plan.tails): the wgmma maps pass
+ * alone runs them, and the bound it relies on needs unit keys (segment_tail). */
+static bool tails_fit(const cuda_chunk_shape *s, const cuda_chunk_env *e, bool wg)
+{
+    return wg && s->unit_keys && !e->no_tail;
+}
+
 /* Chunks a map from its segment's tail runs, as the model prices it (segment_tail,
  * cuda_chunk_pass.cuh: the tail reaches back until the decay since the segment's end is below
  * 2^-64). The tail follows the gates, which the host does not read; 16 chunks is the tail of a
@@ -394,7 +401,7 @@ static state_plan plan_state(const cuda_chunk_shape *s, const cuda_chunk_caps *c
     const int top = wg ? wg_width_max(s, c) : 1;
     split_model m = {0};
     m.wg = wg;
-    m.tails = wg && s->unit_keys && !e->no_tail;
+    m.tails = tails_fit(s, e, wg);
     m.lo_m = 1, m.hi_m = top, m.lo_o = 1, m.hi_o = top;
     if (e->wg_maps >= 1 && e->wg_maps <= top)
         m.lo_m = m.hi_m = e->wg_maps;
@@ -559,9 +566,7 @@ void cuda_chunk_plan_make(const cuda_chunk_shape *s, const cuda_chunk_caps *caps
      * sm_90a's) and an output of the inputs' type that a tensor map can write (no map is made
      * for one the pass would store element by element anyway). */
     plan->tma_store = plan->wg && caps->tensor_maps && s->out_mappable && !env->no_tma_store;
-    /* Maps from their segments' last chunks: the wgmma maps pass alone runs them, and the bound
-     * it relies on needs unit keys. */
-    plan->tails = plan->split && plan->wg && s->unit_keys && !env->no_tail;
+    plan->tails = plan->split && tails_fit(s, env, plan->wg);
     plan->prep_beside = prep_beside_blocks(s, caps, plan, beside);
     workspace_layout(s, plan);
 }
