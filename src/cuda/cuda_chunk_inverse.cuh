@@ -2,14 +2,24 @@
 // a group of warps of the 16-bit preparation (cuda_chunk_prep_tc.cu), in three steps: the four
 // 16 x 16 diagonal blocks by forward substitution (inverse_diag_block, one warp each); then
 // blocks merge pairwise, 16 -> 32 (inverse_merge16, four warps) -> 64 (inverse_merge32, the
-// group): the inverse of [[L11, 0], [A21, L22]] has T21 = -T22 (A21 T11). The products are
-// split-tf32 (f32 accuracy) and skip the k-steps that would meet T's zero blocks above the
-// diagonal, which zero_upper_blocks fills meanwhile.
+// group): the inverse of [[L11, 0], [A21, L22]] has T21 = -T22 (A21 T11). The merges' products
+// run in the policy PI (inverse_policy) and skip the k-steps that would meet T's zero blocks
+// above the diagonal, which zero_upper_blocks fills meanwhile.
 #ifndef GDN_CUDA_CHUNK_INVERSE_CUH
 #define GDN_CUDA_CHUNK_INVERSE_CUH
 
 #include "cuda_mbarrier.cuh"
 #include "cuda_mma.cuh"
+
+#include <type_traits>
+
+// The merges' products for a preparation of policy P, as accurate as the T it stores needs:
+// truncating splits (about 20 bits) where T leaves rounded once to 16 bits (the fast mode) or as
+// bf16 hi + lo parts (about 16 bits), rounding ones (21) for f16's hi + lo parts (about 22: the
+// lo part scaled).
+template <class P>
+using inverse_policy =
+    typename std::conditional<P::split && P::is_f16, prec_tf32x3, prec_tf32x3_trunc>::type;
 
 // A group of warps that share a named barrier: warp and tid count from the group's first.
 struct warp_group {
@@ -55,37 +65,39 @@ __device__ __forceinline__ void store_acc_16x8(float *x, int ld, const float (&a
 // The 32 x 32 diagonal blocks' off-diagonal parts, warp w < 4 on block pair w / 2, columns
 // 8 (w % 2)..: X = A21 T11 for its own 8 columns, through its 512 bytes of scratch, then
 // T21 = -T22 X. Needs the four diagonal blocks and Am's rows written and visible.
+template <class PI>
 __device__ __forceinline__ void inverse_merge16(const float *Am, float *Tm, int ld, float *scratch,
                                                 int warp)
 {
     const int o = 32 * (warp >> 1), n1 = 8 * (warp & 1);
     float acc[1][4];
     acc_zero(acc);
-    warp_mma<prec_tf32x3>(acc, view(Am + (o + 16) * ld + o, ld, 1),
-                          view(Tm + o * ld + o + n1, ld, 1), 0, 0, 16);
+    warp_mma<PI>(acc, view(Am + (o + 16) * ld + o, ld, 1), view(Tm + o * ld + o + n1, ld, 1), 0,
+                 0, 16);
     store_acc_16x8(scratch, 8, acc, 1.0f); // row stride 8: the B fragments read it conflict-free
     __syncwarp();
     acc_zero(acc);
-    warp_mma<prec_tf32x3>(acc, view(Tm + (o + 16) * ld + o + 16, ld, 1), view(scratch, 8, 1), 0,
-                          0, 16);
+    warp_mma<PI>(acc, view(Tm + (o + 16) * ld + o + 16, ld, 1), view(scratch, 8, 1), 0, 0, 16);
     store_acc_16x8(Tm + (o + 16) * ld + o + n1, ld, acc, -1.0f);
 }
 
 // The 64 x 64 inverse's lower-left 32 x 32 block in eight 16 x 8 tiles (rows 16 (t / 4).. and
 // columns 8 (t % 4)..), the group's warps taking them in turn: X = A21 T11 into Xs (32 rows of
 // ld), a barrier, then T21 = -T22 X. k-steps that would meet T's zero blocks are skipped: X's
-// columns 16.. start at k = 16, T22's rows ..15 stop at k = 16. Ends with a barrier (Tm whole,
-// Xs free). Xs may be Am's block above the diagonal (rows 0-31, columns 32-63), which nothing
-// here reads.
+// columns 16.. start at k = 16, T22's rows ..15 stop at k = 16. X's second row of tiles takes its
+// columns in reverse, so that four warps each get one tile of k = 32 and one of k = 16 (in
+// order, warps 0 and 1 took two of k = 32). Ends with a barrier (Tm whole, Xs free). Xs may be Am's
+// block above the diagonal (rows 0-31, columns 32-63), which nothing here reads.
+template <class PI>
 __device__ __forceinline__ void inverse_merge32(const float *Am, float *Tm, float *Xs, int ld,
                                                 const warp_group &g)
 {
     for (int t = g.warp; t < 8; t += g.nwarps) {
-        const int m2 = 16 * (t >> 2), n2 = 8 * (t & 3), k0 = n2 < 16 ? 0 : 16;
+        const int m2 = 16 * (t >> 2), n2 = 8 * (t < 4 ? t : 7 - t), k0 = n2 < 16 ? 0 : 16;
         float acc[1][4];
         acc_zero(acc);
-        warp_mma<prec_tf32x3>(acc, view(Am + (32 + m2) * ld + k0, ld, 1),
-                              view(Tm + k0 * ld + n2, ld, 1), 0, 0, 32 - k0);
+        warp_mma<PI>(acc, view(Am + (32 + m2) * ld + k0, ld, 1), view(Tm + k0 * ld + n2, ld, 1),
+                     0, 0, 32 - k0);
         store_acc_16x8(Xs + m2 * ld + n2, ld, acc, 1.0f);
     }
     g.sync();
@@ -93,8 +105,8 @@ __device__ __forceinline__ void inverse_merge32(const float *Am, float *Tm, floa
         const int m2 = 16 * (t >> 2), n2 = 8 * (t & 3);
         float acc[1][4];
         acc_zero(acc);
-        warp_mma<prec_tf32x3>(acc, view(Tm + (32 + m2) * ld + 32, ld, 1), view(Xs + n2, ld, 1), 0,
-                              0, m2 + 16);
+        warp_mma<PI>(acc, view(Tm + (32 + m2) * ld + 32, ld, 1), view(Xs + n2, ld, 1), 0, 0,
+                     m2 + 16);
         store_acc_16x8(Tm + (32 + m2) * ld + n2, ld, acc, -1.0f);
     }
     g.sync();

@@ -42,7 +42,7 @@ __device__ __forceinline__ prep_team prep_team_of(int team)
 // chunk_prep for bf16/f16 inputs: 8 warps, q/k/v rows by 16-byte loads, the norms from shared
 // memory, every product by ldmatrix + mma, the 16 x 16 diagonal inverses by forward
 // substitution in registers (lane j carries column j), merged pairwise into 32 x 32 and 64 x 64
-// blocks by split-tf32 products (f32 accuracy), per-token exponentials computed once.
+// blocks by tf32 products (inverse_policy), per-token exponentials computed once.
 
 // Row `off` of a 16-bit tensor into dst (n valid elements, zero to np): 16-byte loads when the
 // row is aligned, one element at a time otherwise. One warp.
@@ -297,19 +297,52 @@ __device__ __forceinline__ void store_factors(const chunk_prep_tc_args &p, int64
     }
 }
 
+// e^(a - b) on the special-function unit, results below f32's normal range flushed to zero
+// (__expf spends three more instructions keeping them subnormal): the decay factors of A and
+// Aqk, where a subnormal factor is far under what either keeps.
+__device__ __forceinline__ float exp_diff(float a, float b)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"((a - b) * 1.44269504088896341f));
+    return y;
+}
+
+// The thread's two accumulator rows' factors and gates (rows m0 + acc_row(0) and that + 8) for
+// A's and Aqk's elements: f = lead[r] f2[r] (lead null: lead_all f2[r]) and G_r, read from
+// shared memory once, before any store: read inside each element's expression they would be
+// read again after every store to A, which the compiler must assume aliases them.
+struct decay_rows {
+    float f[2], g[2];
+    __device__ decay_rows(int m0, const float *lead, float lead_all, const float *f2,
+                          const float *Gs)
+    {
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const int r = m0 + acc_row(2 * i);
+            f[i] = (lead ? lead[r] : lead_all) * f2[r], g[i] = Gs[r];
+        }
+    }
+};
+
 // A's rows m0.. (strictly lower: beta_r e^(G_r - G_c) k_r.k_c / (||k_r|| ||k_c||)) from a warp's
-// rows of K K^T in acc.
+// rows of K K^T in acc. The mask is a select: the unselected value may be infinite or NaN.
 __device__ __forceinline__ void a_rows(float *Am, int ld, int m0, const float (&acc)[8][4],
                                        const float *Bs, const float *Ik, const float *Gs)
 {
+    const decay_rows d(m0, Bs, 0.0f, Ik, Gs);
 #pragma unroll
-    for (int jt = 0; jt < 8; jt++)
+    for (int jt = 0; jt < 8; jt++) {
+        const int c0 = acc_col(jt, 0); // even: the pairs below are 8-byte aligned
+        const float2 fc = *reinterpret_cast<const float2 *>(Ik + c0);
+        const float2 gc = *reinterpret_cast<const float2 *>(Gs + c0);
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            const int r = m0 + acc_row(e), cc = acc_col(jt, e);
-            Am[r * ld + cc] =
-                cc < r ? Bs[r] * Ik[r] * Ik[cc] * acc[jt][e] * __expf(Gs[r] - Gs[cc]) : 0.0f;
+            const int i = e >> 1, r = m0 + acc_row(e), cc = c0 + (e & 1);
+            const float v = d.f[i] * (e & 1 ? fc.y : fc.x) * acc[jt][e] *
+                            exp_diff(d.g[i], e & 1 ? gc.y : gc.x);
+            Am[r * ld + cc] = cc < r ? v : 0.0f;
         }
+    }
 }
 
 // Aqk's rows m0.. (lower with the diagonal: scale e^(G_r - G_c) q_r.k_c / (||q_r|| ||k_c||))
@@ -325,22 +358,25 @@ __device__ __forceinline__ void store_aqk_rows(const chunk_prep_tc_args &p, int6
     constexpr bool qswz = tc_swizzled(kC, sizeof(E));
     out_st *aq = static_cast<out_st *>(p.work.Aq) + ch * (tc_aq_block(2) / 2); // (prec_out)
     out_st *aql = aq + tc_aq_part(2) / 2;                                      // the lo part
+    const decay_rows d(m0, nullptr, p.scale, Iq, Gs);
 #pragma unroll
     for (int b = 0; b < 4; b++) {
         unsigned hw[2][2], lw[2][2];
 #pragma unroll
-        for (int j = 0; j < 2; j++)
+        for (int j = 0; j < 2; j++) {
+            const int jt = 2 * b + j, c0 = acc_col(jt, 0);
+            const float2 fc = *reinterpret_cast<const float2 *>(Ik + c0);
+            const float2 gc = *reinterpret_cast<const float2 *>(Gs + c0);
 #pragma unroll
             for (int h = 0; h < 2; h++) {
-                const int jt = 2 * b + j, e = 2 * h;
-                const int r = m0 + acc_row(e), cc = acc_col(jt, e);
-                const float f = p.scale * Iq[r];
-                const float x = cc <= r ? f * Ik[cc] * acc[jt][e] * __expf(Gs[r] - Gs[cc]) : 0.0f;
-                const float y = cc + 1 <= r
-                                    ? f * Ik[cc + 1] * acc[jt][e + 1] * __expf(Gs[r] - Gs[cc + 1])
-                                    : 0.0f;
-                split_pair<prec_out>(x, y, hw[j][h], lw[j][h]);
+                const int e = 2 * h, r = m0 + acc_row(e);
+                const float f = d.f[h], g = d.g[h];
+                const float x = f * fc.x * acc[jt][e] * exp_diff(g, gc.x);
+                const float y = f * fc.y * acc[jt][e + 1] * exp_diff(g, gc.y);
+                split_pair<prec_out>(c0 <= r ? x : 0.0f, c0 + 1 <= r ? y : 0.0f, hw[j][h],
+                                     lw[j][h]);
             }
+        }
         unsigned char *stage = reinterpret_cast<unsigned char *>(scratch);
         store_block16<qswz>(aq, ldq, m0, 16 * b, hw, stage);
         if constexpr (P::split)
@@ -400,13 +436,13 @@ prep_head_pair(const chunk_prep_tc_args &p, const head_tiles &h0, const head_til
     __syncwarp(); // the diagonal block reads only this warp's rows of A
     inverse_diag_block(t.Am, t.Tm, ld, g.warp);
     g.sync();
-    inverse_merge16(t.Am, t.Tm, ld, scratch, g.warp);
+    inverse_merge16<inverse_policy<P>>(t.Am, t.Tm, ld, scratch, g.warp);
     __syncwarp(); // (the warp's scratch is read)
     acc_rows_from(acc, kkQ, ld, m0);
     store_aqk_rows<P>(p, ch, m0, acc, Iq, Ik, t.Gs, scratch);
     zero_upper_blocks(t.Tm, ld, g.tid, kWgThreads);
     g.sync();
-    inverse_merge32(t.Am, t.Tm, t.Am + 32, ld, g);
+    inverse_merge32<inverse_policy<P>>(t.Am, t.Tm, t.Am + 32, ld, g);
     store_t_beta<P>(p, ch, t.Tm, ld, t.Bs, reinterpret_cast<unsigned char *>(scratch), g);
     g.sync(); // the head's blocks are out
     if (p.ready && g.tid == 0)
@@ -543,7 +579,7 @@ __device__ __forceinline__ void prep_chunk(const chunk_prep_tc_args &p, unsigned
             __syncwarp(); // the diagonal block reads only this warp's rows of A
             inverse_diag_block(Am, Tm, L.ldf, warp);
             tm.sync_low(); // warps 0-3
-            inverse_merge16(Am, Tm, L.ldf, scratch, warp);
+            inverse_merge16<inverse_policy<P>>(Am, Tm, L.ldf, scratch, warp);
         } else {
             store_aqk_rows<P>(p, ch, m0, acc, Iq, Ik, Gs, scratch);
             zero_upper_blocks(Tm, L.ldf, tid - 128, 128); // (W, U and T diag(beta) read T)
@@ -551,7 +587,7 @@ __device__ __forceinline__ void prep_chunk(const chunk_prep_tc_args &p, unsigned
                 copy_key_tiles<E, KP>(p, c, kh, Qs, Ks, L.ldk, tid);  // to the workspace
         }
         tm.sync();
-        inverse_merge32(Am, Tm, Xs, L.ldf, tm.all());
+        inverse_merge32<inverse_policy<P>>(Am, Tm, Xs, L.ldf, tm.all());
         if constexpr (FUSED) {
             store_t_beta<P>(p, ch, Tm, L.ldf, Bs, reinterpret_cast<unsigned char *>(scratch),
                             tm.all());

@@ -8,6 +8,8 @@
 //                m16n8k8 products (hi*hi + hi*lo + lo*hi) carry about 21 bits; each k-step's
 //                three summed apart and added in f32 (mma_step_tf32x3), which makes a dot
 //                product as accurate as an f32 FMA chain: the 1e-5 bar f32 inputs are held to.
+//   prec_tf32x3_trunc  the 16-bit preparation's inverse (inverse_policy): the same products
+//                from truncating splits.
 // Matrices are read through views (pointer, row stride, column stride, in elements), so a
 // transpose is a view, not a copy. Any element type is converted to f32 and then to the
 // policy's operand type as the fragment is built.
@@ -174,6 +176,23 @@ struct prec_tf32x3 {
                      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
     }
+    __device__ static __forceinline__ void split_operand(float x, unsigned &hi, unsigned &lo)
+    {
+        split(x, hi, lo);
+    }
+};
+
+// Split tf32 with truncating splits (split_trunc: two instructions where sm_90 runs each
+// cvt.rna.tf32 in three and a constant). |lo| reaches 2^-10 |x| (2^-11 rounded), so the dropped
+// lo * lo term reaches 2^-20 |a b| (2^-22), and the three terms' truncations bias the product
+// toward zero: about 20 bits, for products whose results leave in fewer (the preparation's
+// inverse where T leaves as one bf16 part or hi + lo bf16 parts, inverse_policy), not for the
+// f32 inputs' 1e-5 bar nor for f16's hi + lo parts (about 22 bits).
+struct prec_tf32x3_trunc : prec_tf32x3 {
+    __device__ static __forceinline__ void split_operand(float x, unsigned &hi, unsigned &lo)
+    {
+        split_trunc(x, hi, lo);
+    }
 };
 
 // One k-step of acc += A[m0:m0+16, k0:k0+KS] B[k0:k0+KS, n0:n0+8NT] (16-bit policies).
@@ -198,29 +217,29 @@ __device__ __forceinline__ void mma_step(float (&acc)[NT][4], const mview<EA> &A
     }
 }
 
-// The split-tf32 k-step (k = 8). Its three products go to a fresh accumulator that is then
+// The split-tf32 k-step (k = 8). With rounding splits (prec_tf32x3), its three products go to a fresh accumulator that is then
 // added to acc in f32: the tensor cores' own accumulation truncates toward zero, and a chain of
 // them over a whole 96-long dot product measured errors of 5.0 units of 2^-24 sum |a b| at the
 // 99th percentile (14.5 at most, biased toward zero), where k-steps summed in f32 measured 0.8
 // (2.6 at most; a CUDA-core FMA chain 1.6 and 5.7). That matters where a dot product cancels,
 // e.g. q.k of a one-token chunk (H100, 2^21 random unit vectors).
-template <int NT, class EA, class EB>
+template <class P, int NT, class EA, class EB>
 __device__ __forceinline__ void mma_step_tf32x3(float (&acc)[NT][4], const mview<EA> &A,
                                                 const mview<EB> &B, int m0, int n0, int k0)
 {
     const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
     const int r0 = m0 + g, r1 = r0 + 8, c0 = k0 + t, c1 = c0 + 4;
     unsigned ah[4], al[4];
-    prec_tf32x3::split(A.at(r0, c0), ah[0], al[0]);
-    prec_tf32x3::split(A.at(r1, c0), ah[1], al[1]);
-    prec_tf32x3::split(A.at(r0, c1), ah[2], al[2]);
-    prec_tf32x3::split(A.at(r1, c1), ah[3], al[3]);
+    P::split_operand(A.at(r0, c0), ah[0], al[0]);
+    P::split_operand(A.at(r1, c0), ah[1], al[1]);
+    P::split_operand(A.at(r0, c1), ah[2], al[2]);
+    P::split_operand(A.at(r1, c1), ah[3], al[3]);
 #pragma unroll
     for (int j = 0; j < NT; j++) {
         const int n = n0 + 8 * j + g;
         unsigned bh[2], bl[2];
-        prec_tf32x3::split(B.at(c0, n), bh[0], bl[0]);
-        prec_tf32x3::split(B.at(c1, n), bh[1], bl[1]);
+        P::split_operand(B.at(c0, n), bh[0], bl[0]);
+        P::split_operand(B.at(c1, n), bh[1], bl[1]);
         float step[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         prec_tf32x3::mma(step, al, bh);
         prec_tf32x3::mma(step, ah, bl);
@@ -238,8 +257,8 @@ __device__ __forceinline__ void warp_mma(float (&acc)[NT][4], mview<EA> A, mview
 {
     for (int k0 = 0; k0 < kd; k0 += 16) {
         if constexpr (P::KS == 8) {
-            mma_step_tf32x3<NT>(acc, A, B, m0, n0, k0);
-            mma_step_tf32x3<NT>(acc, A, B, m0, n0, k0 + 8);
+            mma_step_tf32x3<P, NT>(acc, A, B, m0, n0, k0);
+            mma_step_tf32x3<P, NT>(acc, A, B, m0, n0, k0 + 8);
         } else {
             mma_step<P, NT>(acc, A, B, m0, n0, k0);
         }
