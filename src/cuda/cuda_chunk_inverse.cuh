@@ -13,13 +13,14 @@
 
 #include <type_traits>
 
-// The merges' products for a preparation of policy P, as accurate as the T it stores needs:
-// truncating splits (about 20 bits) where T leaves rounded once to 16 bits (the fast mode) or as
-// bf16 hi + lo parts (about 16 bits), rounding ones (21) for f16's hi + lo parts (about 22: the
-// lo part scaled).
+// The merges' products for a preparation of policy P, as accurate as the T it stores needs: the
+// fast mode's T leaves rounded once to 16 bits, its merges one tf32 product a k-step (about 10
+// bits, as FLA's); the high mode's leaves as hi + lo parts, bf16's (about 16 bits) from
+// truncating splits (about 20), f16's (about 22: its lo part scaled) from rounding ones (21).
 template <class P>
-using inverse_policy =
-    typename std::conditional<P::split && P::is_f16, prec_tf32x3, prec_tf32x3_trunc>::type;
+using inverse_policy = typename std::conditional<
+    !P::split, prec_tf32_once,
+    typename std::conditional<P::is_f16, prec_tf32x3, prec_tf32x3_trunc>::type>::type;
 
 // A group of warps that share a named barrier: warp and tid count from the group's first.
 struct warp_group {

@@ -8,8 +8,8 @@
 //                m16n8k8 products (hi*hi + hi*lo + lo*hi) carry about 21 bits; each k-step's
 //                three summed apart and added in f32 (mma_step_tf32x3), which makes a dot
 //                product as accurate as an f32 FMA chain: the 1e-5 bar f32 inputs are held to.
-//   prec_tf32x3_trunc  the 16-bit preparation's inverse (inverse_policy): the same products
-//                from truncating splits.
+//   prec_tf32x3_trunc, prec_tf32_once  the 16-bit preparation's inverse (inverse_policy): the
+//                same products from truncating splits, or one tf32 product a k-step.
 // Matrices are read through views (pointer, row stride, column stride, in elements), so a
 // transpose is a view, not a copy. Any element type is converted to f32 and then to the
 // policy's operand type as the fragment is built.
@@ -149,6 +149,7 @@ __device__ __forceinline__ void add_lo(float (&acc)[M][N], const float (&acl)[M]
 struct prec_tf32x3 {
     using st = float;
     static constexpr int KS = 8;
+    static constexpr bool once = false; // three products a k-step (prec_tf32_once: one)
     __device__ static __forceinline__ unsigned tf32(float x)
     {
         unsigned r;
@@ -195,6 +196,13 @@ struct prec_tf32x3_trunc : prec_tf32x3 {
     }
 };
 
+// One tf32 product a k-step, the operands' f32 bits read as tf32 (the tensor cores ignore the
+// low 13 mantissa bits: about 10 bits), accumulated by the tensor cores: FLA's precision for
+// its inverse's merges, for the fast mode's, whose T leaves rounded once to 16 bits.
+struct prec_tf32_once : prec_tf32x3 {
+    static constexpr bool once = true;
+};
+
 // One k-step of acc += A[m0:m0+16, k0:k0+KS] B[k0:k0+KS, n0:n0+8NT] (16-bit policies).
 template <class P, int NT, class EA, class EB>
 __device__ __forceinline__ void mma_step(float (&acc)[NT][4], const mview<EA> &A,
@@ -217,7 +225,8 @@ __device__ __forceinline__ void mma_step(float (&acc)[NT][4], const mview<EA> &A
     }
 }
 
-// The split-tf32 k-step (k = 8). With rounding splits (prec_tf32x3), its three products go to a fresh accumulator that is then
+// The split-tf32 k-step (k = 8; P::once: one tf32 product, accumulated by the tensor cores).
+// With rounding splits (prec_tf32x3), its three products go to a fresh accumulator that is then
 // added to acc in f32: the tensor cores' own accumulation truncates toward zero, and a chain of
 // them over a whole 96-long dot product measured errors of 5.0 units of 2^-24 sum |a b| at the
 // 99th percentile (14.5 at most, biased toward zero), where k-steps summed in f32 measured 0.8
@@ -229,6 +238,17 @@ __device__ __forceinline__ void mma_step_tf32x3(float (&acc)[NT][4], const mview
 {
     const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
     const int r0 = m0 + g, r1 = r0 + 8, c0 = k0 + t, c1 = c0 + 4;
+    if constexpr (P::once) {
+        const unsigned a[4] = {__float_as_uint(A.at(r0, c0)), __float_as_uint(A.at(r1, c0)),
+                               __float_as_uint(A.at(r0, c1)), __float_as_uint(A.at(r1, c1))};
+#pragma unroll
+        for (int j = 0; j < NT; j++) {
+            const int n = n0 + 8 * j + g;
+            const unsigned b[2] = {__float_as_uint(B.at(c0, n)), __float_as_uint(B.at(c1, n))};
+            P::mma(acc[j], a, b);
+        }
+        return;
+    }
     unsigned ah[4], al[4];
     P::split_operand(A.at(r0, c0), ah[0], al[0]);
     P::split_operand(A.at(r1, c0), ah[1], al[1]);
