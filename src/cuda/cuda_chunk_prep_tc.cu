@@ -684,8 +684,9 @@ __global__ void __launch_bounds__(kPrepThreads, 2) chunk_prep_tc(const chunk_pre
 // tasks in the order the state pass's blocks need them (chunk j of every sequence and head,
 // then chunk j + 1), raising each value head's flag for the chunk in p.ready (chunk x HV +
 // head) once its blocks are in the workspace. It lets the state pass launch at once
-// (programmatic dependent launch) and never waits on it: a block per free SM, two teams hiding
-// each other's latency, as two blocks a SM do.
+// (programmatic dependent launch) and never waits on it: at most a block per free SM (as many as
+// keep pace with the pass, prep_beside_blocks), two teams hiding each other's latency, as two
+// blocks a SM do.
 template <class P, int KP>
 __global__ void __launch_bounds__(2 * kPrepThreads, 1)
     chunk_prep_tc_beside(const chunk_prep_tc_args p, int smem_bytes)
