@@ -136,13 +136,14 @@ struct alignas(16) chunk_state_args {
 };
 
 // What the wgmma maps pass reads to start a segment's map at its last chunks (segment_tail): the
-// tokens' beta as the call passes it (beta_gate > 0: the gate's logits b, beta = beta_gate
-// sigmoid(b)), and whether it may (on: keys L2-normalised in the kernel, GDN_CUDA_TAIL not 0);
-// where it records, per (segment slot, value head), whether the segment's M is zero (m_zero,
-// which the stitch then skips).
+// tokens' beta as the call passes it (gate_in_kernel: the gate's logits, beta = gate_beta of
+// them), and whether it may (on: keys L2-normalised in the kernel, GDN_CUDA_TAIL not 0); where
+// it records, per (segment slot, value head), whether the segment's M is zero (m_zero, which
+// the stitch then skips).
 struct ck_tail {
     gdn_tensor beta;
-    float beta_gate;
+    gdn_gating_params gating;
+    int32_t gate_in_kernel;
     bool on;
     int *m_zero;
 };

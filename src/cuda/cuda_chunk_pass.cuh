@@ -207,8 +207,8 @@ __device__ __forceinline__ int64_t segment_tail(const chunk_pass_args &p, int64_
     bool ok = w > 0;
     for (int64_t i = threadIdx.x; i < kC * w; i += blockDim.x) { // (no early exit: loads overlap)
         float b = ld(p.tail.beta, tok_off(p.tail.beta, s.row, t0 + i, hv));
-        if (p.tail.beta_gate > 0.0f)
-            b = p.tail.beta_gate * sigmoidf_(b);
+        if (p.tail.gate_in_kernel)
+            b = gate_beta(p.tail.gating, b);
         ok &= b >= 0.0f && b <= 2.0f;
     }
     return __syncthreads_and(ok) ? w : 0;

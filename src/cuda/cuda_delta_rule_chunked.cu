@@ -176,7 +176,7 @@ bool run_16bit(const gdn_delta_rule_problem *p, const cuda_chunk_plan &plan, con
     pass.out_map = plan.tma_store;
     pass.tail.on = plan.tails;
     pass.tail.beta = p->a.beta;
-    pass.tail.beta_gate = !p->a.gate_in_kernel ? 0.0f : p->a.gating.allow_neg_eigval ? 2.0f : 1.0f;
+    pass.tail.gating = p->a.gating, pass.tail.gate_in_kernel = p->a.gate_in_kernel;
     pass.tail.m_zero = c.m_zero;
     if ((plan.direct_keys && (!token_panel_map(&pass.qmap, p->a.q) ||
                               !token_panel_map(&pass.kmap, p->a.k))) ||
