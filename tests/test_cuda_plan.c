@@ -429,42 +429,66 @@ static void test_edges(void)
 }
 
 /* The cost model's decisions where they are known (docs/PERFORMANCE.md): a 16-bit call with
- * HV = 32 and K = V = 128 runs unsplit at 8192 tokens, on the fused wgmma pass in the fast mode
- * and on mma.sync in the high mode, and split in two or more segments on warpgroup products at
- * 32768; few heads split on warpgroup products; f32 inputs and builds without sm_90a code never
- * use the wgmma pass. */
+ * HV = 32 and K = V = 128 (unit keys, so maps from segment tails) runs unsplit at 4096 tokens, on
+ * the fused wgmma pass beside its preparation in the fast mode and on mma.sync in the high mode,
+ * and split in two or more segments on warpgroup products from 8192 tokens in both modes; eight
+ * packed sequences of 4096 run unsplit on the wgmma pass in both modes; few heads split on
+ * warpgroup products; f32 inputs and builds without sm_90a code never use the wgmma pass. */
 static void test_known_plans(void)
 {
     const cuda_chunk_caps *h200 = &kDevices[1].caps, *no90a = &kDevices[2].caps;
     cuda_delta_rule_plan p;
-    cuda_chunk_shape s = shape(1, 8192, 16, 32, 128, 128, 2, false);
+    cuda_chunk_shape s = shape(1, 4096, 16, 32, 128, 128, 2, false);
+    s.unit_keys = true;
     cuda_delta_rule_plan_make(&s, h200, &kNoEnv, &p);
     CHECK(p.chunked && p.chunk.wg && p.chunk.fused && !p.chunk.split && p.chunk.direct_keys,
-          "8192 x 32 heads, fast: unsplit fused pass (wg %d fused %d split %d)", (int)p.chunk.wg,
+          "4096 x 32 heads, fast: unsplit fused pass (wg %d fused %d split %d)", (int)p.chunk.wg,
           (int)p.chunk.fused, (int)p.chunk.split);
     CHECK(p.chunk.prep_beside == 52 && p.chunk.ws.ready.bytes > 0,
-          "8192 x 32 heads, fast: the preparation beside the state pass, on 52 of the 68 SMs "
+          "4096 x 32 heads, fast: the preparation beside the state pass, on 52 of the 68 SMs "
           "its 64 blocks leave, 6.5 chunk steps of 16 tasks in flight (%d)", p.chunk.prep_beside);
-    CHECK(p.chunk.nw_out == 1, "8192 x 32 heads, fast: one warpgroup a block (%d)",
+    CHECK(p.chunk.nw_out == 1, "4096 x 32 heads, fast: one warpgroup a block (%d)",
           p.chunk.nw_out);
     const cuda_chunk_shape one = s;
-    s.T = 32768; /* two segments would pay, but their preparation runs before them */
+    s.T = 8192; /* two segments pay, their preparation first */
+    cuda_delta_rule_plan_make(&s, h200, &kNoEnv, &p);
+    CHECK(p.chunk.fused && p.chunk.split && p.chunk.tails && p.chunk.seq_slots == 2 &&
+              !p.chunk.prep_beside,
+          "8192 x 32 heads, fast: two segments from tails (split %d, %lld segments, beside %d)",
+          (int)p.chunk.split, (long long)p.chunk.seq_slots, p.chunk.prep_beside);
+    s.unit_keys = false; /* whole maps: two segments no longer pay */
     cuda_delta_rule_plan_make(&s, h200, &kNoEnv, &p);
     CHECK(p.chunk.fused && !p.chunk.split && p.chunk.prep_beside == 52,
-          "32768 x 32 heads, fast: unsplit beside its preparation (split %d, beside %d)",
-          (int)p.chunk.split, p.chunk.prep_beside);
+          "8192 x 32 heads, keys of any norm: unsplit beside its preparation (split %d)",
+          (int)p.chunk.split);
+    s.unit_keys = true;
+    s.T = 32768;
+    cuda_delta_rule_plan_make(&s, h200, &kNoEnv, &p);
+    CHECK(p.chunk.fused && p.chunk.split && p.chunk.seq_slots >= 2 && !p.chunk.prep_beside,
+          "32768 x 32 heads, fast: split (%lld segments)", (long long)p.chunk.seq_slots);
     s = shape(8, 32768, 16, 32, 128, 128, 2, true); /* 512 blocks of one, 256 of two */
+    s.unit_keys = true;
     cuda_delta_rule_plan_make(&s, h200, &kNoEnv, &p);
     CHECK(p.chunk.fused && !p.chunk.split && p.chunk.nw_out == 2 && !p.chunk.prep_beside,
           "8 x 4096 tokens x 32 heads, fast: unsplit, two warpgroups a block (%d)",
           p.chunk.nw_out);
+    s.split_operands = true; /* 1024 blocks of chunk_state_tc: the wgmma pass's waves are fewer */
+    cuda_delta_rule_plan_make(&s, h200, &kNoEnv, &p);
+    CHECK(p.chunk.wg && !p.chunk.fused && !p.chunk.split && p.chunk.nw_out == 2,
+          "8 x 4096 tokens x 32 heads, high: unsplit wgmma pass (wg %d, width %d)",
+          (int)p.chunk.wg, p.chunk.nw_out);
     s = one;
     s.split_operands = true;
     cuda_delta_rule_plan_make(&s, h200, &kNoEnv, &p);
     CHECK(p.chunked && !p.chunk.wg && !p.chunk.fused && !p.chunk.split && p.chunk.direct_keys &&
               !p.chunk.prep_beside,
-          "8192 x 32 heads, high: unsplit mma.sync pass (wg %d split %d)", (int)p.chunk.wg,
+          "4096 x 32 heads, high: unsplit mma.sync pass (wg %d split %d)", (int)p.chunk.wg,
           (int)p.chunk.split);
+    s.T = 8192;
+    cuda_delta_rule_plan_make(&s, h200, &kNoEnv, &p);
+    CHECK(p.chunked && p.chunk.wg && p.chunk.split && p.chunk.seq_slots == 2,
+          "8192 x 32 heads, high: two segments on warpgroup products (wg %d, %lld segments)",
+          (int)p.chunk.wg, (long long)p.chunk.seq_slots);
     s.T = 32768;
     cuda_delta_rule_plan_make(&s, h200, &kNoEnv, &p);
     CHECK(p.chunked && p.chunk.wg && p.chunk.split && p.chunk.seq_slots >= 2,
@@ -562,8 +586,8 @@ static void test_env(void)
     memset(&e, 0, sizeof e);
     e.no_fused = true; /* (the fast mode's fused pass runs on wgmma) */
     cuda_delta_rule_plan_make(&s, h100, &e, &p);
-    CHECK(p.chunked && !p.chunk.wg && !p.chunk.split && !p.chunk.fused,
-          "many blocks, not fused: unsplit mma.sync pass");
+    CHECK(p.chunked && p.chunk.wg && !p.chunk.split && !p.chunk.fused,
+          "many blocks, not fused: unsplit wgmma pass (1024 blocks of mma.sync's: more waves)");
     e.no_fused = false;
     cuda_delta_rule_plan_make(&s, h100, &e, &p);
     CHECK(p.chunked && p.chunk.wg && !p.chunk.split && p.chunk.fused && !p.chunk.prep_beside,

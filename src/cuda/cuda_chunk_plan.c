@@ -172,12 +172,32 @@ bool cuda_chunk_fits(const cuda_chunk_shape *s, const cuda_chunk_caps *caps, cha
  * an H200 (docs/PERFORMANCE.md), and the split rows are checked against the device's memory
  * bandwidth, which bounds the passes on an H100. */
 
+/* chunk_state_tc's blocks, unsplit: one per CK_VT value columns of every head and sequence. */
+static int64_t tc_state_blocks(const cuda_chunk_shape *s)
+{
+    return round_up(s->V, CK_VT) / CK_VT * s->HV * s->N;
+}
+
 /* Whether the unsplit mma.sync state pass would leave most SMs idle: at most half as many
  * (32-column tile, head, sequence) blocks as SMs. */
 static bool few_state_blocks(const cuda_chunk_shape *s, const cuda_chunk_caps *c)
 {
-    return 2 * (round_up(s->V, CK_VT) / CK_VT) * s->HV * s->N <= c->sms;
+    return 2 * tc_state_blocks(s) <= c->sms;
 }
+
+/* Whether a split call's maps run from their segments' tails (plan.tails): the wgmma maps pass
+ * alone runs them, and the bound it relies on needs unit keys (segment_tail). */
+static bool tails_fit(const cuda_chunk_shape *s, const cuda_chunk_env *e, bool wg)
+{
+    return wg && s->unit_keys && !e->no_tail;
+}
+
+/* Chunks a map from its segment's tail runs, as the model prices it (segment_tail,
+ * cuda_chunk_pass.cuh: the tail reaches back until the decay since the segment's end is below
+ * 2^-64). The tail follows the gates, which the host does not read; 16 chunks is the tail of a
+ * head that decays about e^-2.8 a 64-token chunk. Heads that decay slower run longer maps, up to
+ * the whole segment, the cost the model gives every map without tails. */
+static const int64_t kTailChunks = 16;
 
 /* A pass's time in the two-segment model: per chunk step and per call (0.01 us). */
 typedef struct pass_cost {
@@ -192,15 +212,20 @@ static const int64_t kStitchOnce = 1700;
 
 /* Whether a call with too many state blocks for few_state_blocks, but no more than one wave of
  * them, runs faster in two segments on warpgroup products than unsplit on chunk_state_tc (by the
- * model above: sequences of more than about 140 chunks). Uniform-length calls only (the host does
- * not read cu_seqlens), and only where the stitch fits. */
-static bool two_segments_pay(const cuda_chunk_shape *s, const cuda_chunk_caps *c)
+ * model above, the first segment's map from its tail where tails_fit: sequences of 69 chunks and
+ * more with tails, 141 without). Uniform-length calls only (the host does not read
+ * cu_seqlens), and only where the stitch fits. The model leaves out the preparation, which runs
+ * before a split call's passes and may run beside an unsplit one's (beside_fits): measured, the
+ * split still wins there (docs/PERFORMANCE.md: 8192 / 16 / 32 fast on an H100, 0.285 ms in two
+ * segments against 0.324 unsplit beside its preparation; 32768 / 16 / 32, 0.832 in four against
+ * 1.143). */
+static bool two_segments_pay(const cuda_chunk_shape *s, const cuda_chunk_caps *c, bool tails)
 {
-    const int64_t blocks = round_up(s->V, CK_VT) / CK_VT * s->HV * s->N;
-    if (s->varlen || blocks > c->sms || c->smem_optin < stitch_smem())
+    if (s->varlen || tc_state_blocks(s) > c->sms || c->smem_optin < stitch_smem())
         return false;
     const int64_t chunks = chunks_for(s->T), half = (chunks + 1) / 2;
-    const int64_t split = (kWgMaps1.step + kWgOut1.step) * half + kWgMaps1.fixed +
+    const int64_t mapc = tails && half > kTailChunks ? kTailChunks : half;
+    const int64_t split = kWgMaps1.step * mapc + kWgOut1.step * half + kWgMaps1.fixed +
                           kWgOut1.fixed + kStitchOnce;
     return split < kTcUnsplit.step * chunks + kTcUnsplit.fixed;
 }
@@ -218,9 +243,12 @@ static bool fused_fits(const cuda_chunk_shape *s)
 /* Whether the state pass runs chunk_state_wg (else chunk_state_tc). chunk_state_wg needs 16-bit
  * inputs, K and V in {64, 128} after rounding up to 32 (V: a multiple of 64), its shared memory
  * and the sm_90a code loaded; it runs every fast-mode call the fused pass fits (fused_fits), and
- * in the high mode the calls that are split into segments, where it is the faster pass, and not the
- * others, where chunk_state_tc's twice as many blocks of 32 columns are (docs/PERFORMANCE.md).
- * GDN_CUDA_STATE_PASS forces one (wgmma only where it can run). */
+ * in the high mode the calls that are split into segments and those with more than a wave of
+ * chunk_state_tc's blocks, where it is the faster pass (its blocks are twice as wide, so they run
+ * in fewer waves: 8 x 4096 tokens, HV = 32, high on an H100, 1.624 ms against 2.212), and not the
+ * others, where chunk_state_tc's twice as many blocks fill one wave better (8192 / 16 / 32 high
+ * unsplit, 0.538 ms against 0.580; docs/PERFORMANCE.md). GDN_CUDA_STATE_PASS forces one (wgmma
+ * only where it can run). */
 static bool use_wg(const cuda_chunk_shape *s, const cuda_chunk_caps *c, const cuda_chunk_env *e)
 {
     if (s->in_bytes != 2)
@@ -234,7 +262,8 @@ static bool use_wg(const cuda_chunk_shape *s, const cuda_chunk_caps *c, const cu
         return false;
     /* the fast mode's fused pass (no W and U in the workspace) beats chunk_state_tc everywhere */
     const bool fused = fused_fits(s) && !e->no_fused && !e->key_copies && c->tensor_maps;
-    return e->state_pass == 2 || fused || few_state_blocks(s, c) || two_segments_pay(s, c);
+    return e->state_pass == 2 || fused || few_state_blocks(s, c) || tc_state_blocks(s) > c->sms ||
+           two_segments_pay(s, c, tails_fit(s, e, true));
 }
 
 /* The widths chunk_state_wg's blocks may have, in warpgroups: 2 when K and V round up to 128, so
@@ -315,20 +344,6 @@ typedef struct state_plan {
     int nw_maps, nw_out;
 } state_plan;
 
-/* Whether a split call's maps run from their segments' tails (plan.tails): the wgmma maps pass
- * alone runs them, and the bound it relies on needs unit keys (segment_tail). */
-static bool tails_fit(const cuda_chunk_shape *s, const cuda_chunk_env *e, bool wg)
-{
-    return wg && s->unit_keys && !e->no_tail;
-}
-
-/* Chunks a map from its segment's tail runs, as the model prices it (segment_tail,
- * cuda_chunk_pass.cuh: the tail reaches back until the decay since the segment's end is below
- * 2^-64). The tail follows the gates, which the host does not read; 16 chunks is the tail of a
- * head that decays about e^-2.8 a 64-token chunk. Heads that decay slower run longer maps, up to
- * the whole segment, the cost the model gives every map without tails. */
-static const int64_t kTailChunks = 16;
-
 /* The candidates' common terms (plan_state). */
 typedef struct split_model {
     bool wg, tails; /* tails: the maps run from their segments' last chunks (plan.tails) */
@@ -395,7 +410,7 @@ static int unsplit_width(const cuda_chunk_shape *s, const cuda_chunk_caps *c, in
  * tails leave M zero).
  * Unsplit calls run unsplit_width's warpgroups a block (unless GDN_CUDA_WG_WIDTH forces them). */
 static state_plan plan_state(const cuda_chunk_shape *s, const cuda_chunk_caps *c,
-                             const cuda_chunk_env *e, bool wg, bool fused, bool beside)
+                             const cuda_chunk_env *e, bool wg, bool fused)
 {
     const int64_t chunks = chunks_for(s->T), most = chunks > 1 ? chunks : 1;
     const int top = wg ? wg_width_max(s, c) : 1;
@@ -411,7 +426,7 @@ static state_plan plan_state(const cuda_chunk_shape *s, const cuda_chunk_caps *c
     const int64_t forced = asked > 0 ? (asked < most ? asked : most) : 0;
     const bool split = s->in_bytes == 2 && c->smem_optin >= stitch_smem() &&
                        (forced || few_state_blocks(s, c) ||
-                        (wg && !beside && two_segments_pay(s, c)));
+                        (wg && two_segments_pay(s, c, m.tails)));
     state_plan best = {most, m.lo_m, m.lo_o};
     if (!split || s->N == 0) {
         if (wg && m.lo_o < m.hi_o)
@@ -459,9 +474,8 @@ static int64_t segment_slots(const cuda_chunk_shape *s, int64_t segc)
  * about 8 us each on two teams a free SM, against the state pass's step of about 2 us, which
  * holds while N x HV <= free SMs / 2 (8192 / 16 / 32 on 132 SMs: 32 <= 34). The preparation
  * starts first and never waits, so no launch order or residency can hang the call
- * (docs/DESIGN.md). Where it can, it also takes the place of two_segments_pay's split, whose
- * preparation runs before its passes (32768 / 16 / 32 fast on an H100: 1.205 ms beside, 1.315
- * in two segments). */
+ * (docs/DESIGN.md). Calls that two_segments_pay splits run split instead, their preparation
+ * first, which measured faster (two_segments_pay); beside runs the unsplit calls, shorter ones. */
 static bool beside_fits(const cuda_chunk_shape *s, const cuda_chunk_caps *c,
                         const cuda_chunk_env *e, const ck_dims *d, bool fused)
 {
@@ -559,8 +573,7 @@ void cuda_chunk_plan_make(const cuda_chunk_shape *s, const cuda_chunk_caps *caps
                         caps->wg_loaded && caps->tensor_maps && s->qk_mappable;
     /* The fused values pass: the fast mode on the wgmma pass, q, k and v by tensor maps. */
     plan->fused = plan->wg && plan->direct_keys && fused_fits(s) && !env->no_fused;
-    const bool beside = beside_fits(s, caps, env, &plan->d, plan->fused);
-    const state_plan sp = plan_state(s, caps, env, plan->wg, plan->fused, beside);
+    const state_plan sp = plan_state(s, caps, env, plan->wg, plan->fused);
     plan->segc = sp.segc, plan->nw_maps = sp.nw_maps, plan->nw_out = sp.nw_out;
     plan->nslots = segment_slots(s, plan->segc);
     plan->split = plan->nslots > s->N;
@@ -577,7 +590,8 @@ void cuda_chunk_plan_make(const cuda_chunk_shape *s, const cuda_chunk_caps *caps
      * for one the pass would store element by element anyway). */
     plan->tma_store = plan->wg && caps->tensor_maps && s->out_mappable && !env->no_tma_store;
     plan->tails = plan->split && tails_fit(s, env, plan->wg);
-    plan->prep_beside = prep_beside_blocks(s, caps, plan, beside);
+    plan->prep_beside =
+        prep_beside_blocks(s, caps, plan, beside_fits(s, caps, env, &plan->d, plan->fused));
     workspace_layout(s, plan);
 }
 
