@@ -199,6 +199,12 @@ static bool tails_fit(const cuda_chunk_shape *s, const cuda_chunk_env *e, bool w
  * the whole segment, the cost the model gives every map without tails. */
 static const int64_t kTailChunks = 16;
 
+/* The chunks the model prices a map of a segment of segc chunks at: its tail where tails run. */
+static int64_t map_chunks(bool tails, int64_t segc)
+{
+    return tails && segc > kTailChunks ? kTailChunks : segc;
+}
+
 /* A pass's time in the two-segment model: per chunk step and per call (0.01 us). */
 typedef struct pass_cost {
     int64_t step, fixed;
@@ -224,8 +230,7 @@ static bool two_segments_pay(const cuda_chunk_shape *s, const cuda_chunk_caps *c
     if (s->varlen || tc_state_blocks(s) > c->sms || c->smem_optin < stitch_smem())
         return false;
     const int64_t chunks = chunks_for(s->T), half = (chunks + 1) / 2;
-    const int64_t mapc = tails && half > kTailChunks ? kTailChunks : half;
-    const int64_t split = kWgMaps1.step * mapc + kWgOut1.step * half + kWgMaps1.fixed +
+    const int64_t split = kWgMaps1.step * map_chunks(tails, half) + kWgOut1.step * half + kWgMaps1.fixed +
                           kWgOut1.fixed + kStitchOnce;
     return split < kTcUnsplit.step * chunks + kTcUnsplit.fixed;
 }
@@ -358,7 +363,7 @@ typedef struct split_model {
 static void consider(const split_model *m, int64_t segc, int64_t G, state_plan *best,
                      int64_t *best_cost)
 {
-    const int64_t mapc = m->tails && segc > kTailChunks ? kTailChunks : segc;
+    const int64_t mapc = map_chunks(m->tails, segc);
     const int64_t maps_floor =
         m->rate > 0 ? (G - 1) * m->heads * (mapc * m->pb.maps + m->pb.map) / m->rate : 0;
     /* widths are 1 or 2 warpgroups (wg_width_max): the bound tells the compiler so too */
