@@ -97,12 +97,14 @@ static void check_workspace(const cuda_chunk_shape *s, const cuda_chunk_plan *p,
                            tc ? nch * CK_CHUNK * 4 : 0,
                            p->fused ? nch * CK_CHUNK * 4 : 0,
                            p->fused ? 0 : nch * kblk,
-                           tc && s->split_operands ? nch * kblk : 0,
+                           tc && s->split_operands && !p->fused ? nch * kblk : 0,
                            nqk * kblk,
                            nqk * kblk,
                            p->fused ? 0 : nch * (tc ? VP / CK_VT * (size_t)tc_u_tile()
                                                     : CK_CHUNK * VP * 4),
-                           nch * (tc ? (size_t)tc_aq_block(2) : CK_CHUNK * CK_CHUNK * es),
+                           nch * (p->fused ? (s->split_operands ? 4 : 2) * (size_t)tc_aq_part(2)
+                                  : tc     ? (size_t)tc_aq_block(2)
+                                           : CK_CHUNK * CK_CHUNK * es),
                            seqs * 8,
                            p->split ? (size_t)p->nslots * (size_t)s->HV * KP * (KP + VP) * 4 : 0,
                            p->tails ? (size_t)p->nslots * (size_t)s->HV * 4 : 0,
@@ -193,8 +195,8 @@ static void check_chunk_plan(const cuda_chunk_shape *s, const cuda_chunk_caps *c
                   s->qk_mappable,
               "%s: direct keys", what);
     if (p->fused)
-        CHECK(p->wg && p->direct_keys && s->v_mappable && !s->split_operands && KP == 128 &&
-                  VP == 128,
+        CHECK(p->wg && p->direct_keys && s->v_mappable && !(s->split_operands && s->in_f16) &&
+                  KP == 128 && VP == 128,
               "%s: fused", what);
     CHECK(p->tma_store == (p->wg && c->tensor_maps && s->out_mappable),
           "%s: bulk tensor stores %d", what, (int)p->tma_store);
@@ -202,7 +204,8 @@ static void check_chunk_plan(const cuda_chunk_shape *s, const cuda_chunk_caps *c
           "%s: maps from segment tails %d", what, (int)p->tails);
     if (p->prep_beside) { /* every state block an SM, the preparation's on the others */
         const int64_t blocks = VP / CK_WG_COLS * s->HV * s->N;
-        CHECK(p->fused && !p->split && p->nw_out == 1 && p->prep_beside >= 1 && p->uniform &&
+        CHECK(p->fused && !s->split_operands && !p->split && p->nw_out == 1 &&
+                  p->prep_beside >= 1 && p->uniform &&
                   blocks + p->prep_beside <= c->sms && 2 * s->HV * s->N <= c->sms - blocks &&
                   2 * prep_fused_team_bytes(128) <= c->smem_optin,
               "%s: %d preparation blocks beside %lld state blocks on %d SMs", what,
@@ -296,6 +299,7 @@ static void test_random(rng *r)
         s.out_bytes = rng_int(r, 0, 1) ? 2 : 4;
         s.slots = rng_int(r, 0, 1);
         s.split_operands = s.in_bytes == 2 && rng_int(r, 0, 1);
+        s.in_f16 = s.in_bytes == 2 && rng_int(r, 0, 1);
         s.qk_mappable = s.in_bytes == 2 && rng_int(r, 0, 3) > 0;
         s.v_mappable = s.in_bytes == 2 && rng_int(r, 0, 3) > 0;
         s.out_mappable = s.out_bytes == 2 && rng_int(r, 0, 3) > 0;
@@ -431,9 +435,10 @@ static void test_edges(void)
 /* The cost model's decisions where they are known (docs/PERFORMANCE.md): a 16-bit call with
  * HV = 32 and K = V = 128 (unit keys, so maps from segment tails) runs unsplit at 4096 tokens, on
  * the fused wgmma pass beside its preparation in the fast mode and on mma.sync in the high mode,
- * and split in two or more segments on warpgroup products from 8192 tokens in both modes; eight
- * packed sequences of 4096 run unsplit on the wgmma pass in both modes; few heads split on
- * warpgroup products; f32 inputs and builds without sm_90a code never use the wgmma pass. */
+ * and split in two or more segments on the fused pass from 8192 tokens in both modes; eight
+ * packed sequences of 4096 run unsplit on the fused pass in both modes (f16's high mode on W and
+ * U's); few heads split on warpgroup products; f32 inputs and builds without sm_90a code never
+ * use the wgmma pass. */
 static void test_known_plans(void)
 {
     const cuda_chunk_caps *h200 = &kDevices[1].caps, *no90a = &kDevices[2].caps;
@@ -474,9 +479,16 @@ static void test_known_plans(void)
           p.chunk.nw_out);
     s.split_operands = true; /* 1024 blocks of chunk_state_tc: the wgmma pass's waves are fewer */
     cuda_delta_rule_plan_make(&s, h200, &kNoEnv, &p);
-    CHECK(p.chunk.wg && !p.chunk.fused && !p.chunk.split && p.chunk.nw_out == 2,
-          "8 x 4096 tokens x 32 heads, high: unsplit wgmma pass (wg %d, width %d)",
-          (int)p.chunk.wg, p.chunk.nw_out);
+    CHECK(p.chunk.wg && p.chunk.fused && !p.chunk.split && p.chunk.nw_out == 2 &&
+              !p.chunk.prep_beside && p.chunk.ws.W.bytes == 0 && p.chunk.ws.Wl.bytes == 0 &&
+              p.chunk.ws.U.bytes == 0,
+          "8 x 4096 tokens x 32 heads, high: unsplit fused pass (wg %d, fused %d, width %d)",
+          (int)p.chunk.wg, (int)p.chunk.fused, p.chunk.nw_out);
+    s.in_f16 = true; /* scaled lo parts: W and U's pass */
+    cuda_delta_rule_plan_make(&s, h200, &kNoEnv, &p);
+    CHECK(p.chunk.wg && !p.chunk.fused && p.chunk.ws.Wl.bytes > 0,
+          "8 x 4096 tokens x 32 heads, f16 high: W and U's wgmma pass (fused %d)",
+          (int)p.chunk.fused);
     s = one;
     s.split_operands = true;
     cuda_delta_rule_plan_make(&s, h200, &kNoEnv, &p);
@@ -486,8 +498,8 @@ static void test_known_plans(void)
           (int)p.chunk.split);
     s.T = 8192;
     cuda_delta_rule_plan_make(&s, h200, &kNoEnv, &p);
-    CHECK(p.chunked && p.chunk.wg && p.chunk.split && p.chunk.seq_slots == 2,
-          "8192 x 32 heads, high: two segments on warpgroup products (wg %d, %lld segments)",
+    CHECK(p.chunked && p.chunk.wg && p.chunk.fused && p.chunk.split && p.chunk.seq_slots == 2,
+          "8192 x 32 heads, high: two segments on the fused pass (wg %d, %lld segments)",
           (int)p.chunk.wg, (long long)p.chunk.seq_slots);
     s.T = 32768;
     cuda_delta_rule_plan_make(&s, h200, &kNoEnv, &p);
@@ -675,42 +687,46 @@ static void test_shape_of(void)
           "shape of a problem with slots; f32 inputs have no lo parts");
 }
 
-/* The fast mode's workspace is the high mode's less W's lo part, one key block per chunk and
- * value head, and, where its fused pass runs, less W and U and with its factors ew and the
- * flags of a preparation beside the state pass. */
-static void test_fast_mode_workspace(void)
+/* The two modes' workspaces. Where the fused pass runs (bf16 in both modes), the high mode's is
+ * the fast mode's with T diag(beta) and Aqk as hi + lo parts (two more parts a chunk and value
+ * head) and without the flags of a preparation beside the state pass; where it does not, and in
+ * f16's high mode, the high mode's is the fast mode's with W's lo part. */
+static void test_mode_workspaces(void)
 {
     int fused_seen = 0;
     for (int i = 0; i < 2 * NDEV; i++) { /* many heads unsplit, few split */
         const int d = i % NDEV;
         cuda_chunk_shape s = i < NDEV ? shape(1, 8192, 16, 32, 128, 128, 2, false)
                                       : shape(1, 32768, 2, 4, 128, 128, 2, false);
+        s.unit_keys = true; /* (both split: the modes' plans agree) */
         if (!cuda_chunk_fits(&s, &kDevices[d].caps, NULL, 0))
             continue;
-        cuda_chunk_plan fast, high;
+        cuda_chunk_plan fast, high, high16;
         cuda_chunk_plan_make(&s, &kDevices[d].caps, &kNoEnv, &fast);
         s.split_operands = true;
         cuda_chunk_plan_make(&s, &kDevices[d].caps, &kNoEnv, &high);
-        const size_t wl = (size_t)high.nc * s.HV * (size_t)tc_key_block(high.d.KP, 2);
-        CHECK(fast.ws.Wl.bytes == 0 && high.ws.Wl.bytes == wl, "%s: W lo %zu / %zu bytes",
-              kDevices[d].name, fast.ws.Wl.bytes, high.ws.Wl.bytes);
-        /* the fused pass's factors ew: the fast mode's on the wgmma pass alone */
-        const size_t ew = (size_t)high.nc * s.HV * CK_CHUNK * sizeof(float);
+        s.in_f16 = true;
+        cuda_chunk_plan_make(&s, &kDevices[d].caps, &kNoEnv, &high16);
+        const size_t nch = (size_t)high.nc * s.HV;
+        const size_t wl = nch * (size_t)tc_key_block(high.d.KP, 2);
+        const size_t ew = nch * CK_CHUNK * sizeof(float);
         fused_seen += fast.fused;
-        CHECK(!high.fused && fast.fused == (fast.wg && fast.direct_keys) &&
-                  fast.ws.ew.bytes == (fast.fused ? ew : 0) && high.ws.ew.bytes == 0,
-              "%s: fused %d / %d, ew %zu bytes", kDevices[d].name, fast.fused, high.fused,
-              fast.ws.ew.bytes);
-        /* (and the flags of a preparation beside the state pass) */
-        const size_t ew_padded = (fast.ws.ew.bytes + 255) / 256 * 256 +
-                                 (fast.ws.ready.bytes + 255) / 256 * 256;
-        /* (the fused pass's W and U, and the direct keys' Qd and Kd, are not there at all) */
-        const size_t gone = fast.fused ? high.ws.W.bytes + high.ws.U.bytes : 0;
-        CHECK(high.ws.total + ew_padded - fast.ws.total == wl + gone && fast.segc == high.segc &&
+        CHECK(fast.fused == (fast.wg && fast.direct_keys) && high.fused == fast.fused &&
+                  !high16.fused && fast.ws.ew.bytes == (fast.fused ? ew : 0) &&
+                  high.ws.ew.bytes == fast.ws.ew.bytes && high16.ws.ew.bytes == 0,
+              "%s: fused %d / %d / %d, ew %zu bytes", kDevices[d].name, fast.fused, high.fused,
+              high16.fused, fast.ws.ew.bytes);
+        CHECK(fast.ws.Wl.bytes == 0 && high.ws.Wl.bytes == (high.fused ? 0 : wl) &&
+                  high16.ws.Wl.bytes == wl,
+              "%s: W lo %zu / %zu / %zu bytes", kDevices[d].name, fast.ws.Wl.bytes,
+              high.ws.Wl.bytes, high16.ws.Wl.bytes);
+        const size_t ready = (fast.ws.ready.bytes + 255) / 256 * 256;
+        const size_t more = fast.fused ? 2 * nch * (size_t)tc_aq_part(2) : wl;
+        CHECK(high.ws.total + ready - fast.ws.total == more && fast.segc == high.segc &&
                   fast.split == high.split && high.ws.ready.bytes == 0,
               "%s: fast %zu, high %zu bytes", kDevices[d].name, fast.ws.total, high.ws.total);
     }
-    CHECK(fused_seen > 0, "no device's plan of a few-head row runs the fused pass");
+    CHECK(fused_seen > 0, "no device's plan of these rows runs the fused pass");
 }
 
 /* Tensors a tensor map cannot read: v (the fused pass falls back to W and U, planned with their
@@ -754,7 +770,7 @@ int main(void)
     test_known_plans();
     test_env();
     test_shape_of();
-    test_fast_mode_workspace();
+    test_mode_workspaces();
     test_unmappable();
     test_monotone();
     test_grid(&r);

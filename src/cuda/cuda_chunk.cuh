@@ -74,10 +74,10 @@ struct alignas(16) ck_tokens {
 // the state pass's stage (swizzled or padded rows, U in 32-column tiles, f32), and W's lo part
 // in Wl. The 16-bit path's Qd and Kd are per (chunk, key head) instead (key_slot): the value
 // heads of a key head share them, and only the first of them writes them. The f32 path uses
-// neither eg, ek nor Wl. The fast mode's fused pass (chunk_state_wg's FUSED) reads no W and U:
-// its preparation writes T diag(beta) in Aq's lo part (which the fast mode leaves free) and the
-// factors ew [nc, HV, 64] exp(G_i) / ||k_i||. The preparations write them, the state passes read
-// them.
+// neither eg, ek nor Wl. The fused pass (chunk_state_wg's FUSED) reads no W, Wl and U: its
+// preparation writes T diag(beta) beside Aqk in Aq's blocks of fused_aq_block bytes (the fast
+// mode's one part each, the high mode's hi + lo) and the factors ew [nc, HV, 64] exp(G_i) /
+// ||k_i||. The preparations write them, the state passes read them.
 struct alignas(16) ck_work {
     float *gl, *eg, *ek, *ew;
     void *W, *Qd, *Kd, *Wl, *U, *Aq;

@@ -78,6 +78,14 @@ CK_FN int tc_aq_part(int es) { return CK_CHUNK * tc_ld(CK_CHUNK, es) * es; } /* 
 CK_FN int tc_aq_block(int es) { return 2 * tc_aq_part(es); }
 CK_FN int tc_u_tile(void) { return CK_CHUNK * CK_VT * 4; }
 
+/* The fused pass's Aq block per (chunk, value head): Aqk and T diag(beta) in 16-bit parts of
+ * tc_aq_part(2) each. The fast mode's (split false) is [Aqk, T diag(beta)], as tc_aq_block; the
+ * high mode's [T diag(beta) hi, lo, Aqk hi, lo], so that the maps pass stages its first half and
+ * the output pass the whole block, each by one copy. */
+CK_FN int fused_aq_block(bool split) { return (split ? 4 : 2) * tc_aq_part(2); }
+CK_FN int fused_tb_at(bool split) { return split ? 0 : tc_aq_part(2); }
+CK_FN int fused_aqk_at(bool split) { return split ? 2 * tc_aq_part(2) : 0; }
+
 CK_FN tc_layout tc_layout_for(int KP, int es)
 {
     tc_layout L = {0};
@@ -147,9 +155,13 @@ CK_FN int prep_fused_team_bytes(int KP) { return (int)round_up(prep_fused_bytes(
  * own: two warpgroups' stages fill the 227 KB an SM gives a block). The second stage starts
  * `stage` bytes after the first and needs only `used` of them; the two stages' mbarriers follow
  * (bar; in the dynamic area, as static shared memory would be padded to its 1024-byte alignment).
- * bytes includes 1024 for aligning the dynamic area. */
+ * bytes includes 1024 for aligning the dynamic area. The fused pass takes [K; Q] in wq, its
+ * factors ew in wl and v's panels in u; its Aq block (fused_aq_block) goes to a in the fast mode,
+ * and in the high mode (K = 128) to fa, k's place, which the fused pass leaves free, so that its
+ * Aqk parts land at a as the other passes' do. */
 typedef struct wg_layout {
     int wq, wl, k, a, u, ek, eg, gl, used, stage, bar, bytes;
+    int fa;
 } wg_layout;
 
 /* A warpgroup's U tiles in a stage (64 value columns: two 32-column tiles). */
@@ -161,6 +173,7 @@ CK_FN wg_layout wg_layout_for(int KP, int NW)
     const int kb = CK_CHUNK * KP * 2; /* a 16-bit key block (KP / 64 panels) */
     L.wq = 0, L.wl = 2 * kb, L.k = 3 * kb, L.a = 4 * kb;
     L.u = L.a + tc_aq_block(2); /* Aqk hi, then lo */
+    L.fa = L.a - fused_aqk_at(true);
     L.ek = L.u + NW * wg_u_bytes();
     L.eg = L.ek + CK_CHUNK * 4;
     L.gl = L.eg + CK_CHUNK * 4; /* the chunk's decay beside a preparation that runs with it */

@@ -18,6 +18,7 @@ cuda_chunk_shape cuda_chunk_shape_of(const gdn_delta_rule_problem *p)
     s.T = p->T;
     s.H = p->H, s.HV = p->HV, s.K = p->K, s.V = p->V;
     s.in_bytes = elem_size(p->a.q.dtype);
+    s.in_f16 = p->a.q.dtype == GDN_F16;
     s.out_bytes = elem_size(p->a.out.dtype);
     s.varlen = p->seqs.cu_seqlens != NULL;
     s.slots = p->seqs.slots != NULL;
@@ -235,13 +236,14 @@ static bool two_segments_pay(const cuda_chunk_shape *s, const cuda_chunk_caps *c
     return split < kTcUnsplit.step * chunks + kTcUnsplit.fixed;
 }
 
-/* Whether a call's shapes and tensors let the fast mode run the fused wgmma pass: K = V = 128
- * (at K = V = 64 its final states measured 1.29 times FLA's error on one draw, past the 1.25
- * the fast mode allows, where W and U's pass stays below it; docs/PERFORMANCE.md), and q, k and
- * v that tensor maps can read. */
+/* Whether a call's shapes and tensors let the fused wgmma pass run: K = V = 128 (at K = V = 64
+ * the fast mode's final states measured 1.29 times FLA's error on one draw, past the 1.25 the
+ * fast mode allows, where W and U's pass stays below it; docs/PERFORMANCE.md), q, k and v that
+ * tensor maps can read, and not f16's high mode (its scaled lo parts would sum apart from the
+ * hi products: no registers for that beside the fused pass's). */
 static bool fused_fits(const cuda_chunk_shape *s)
 {
-    return !s->split_operands && s->in_bytes == 2 && round_up(s->K, 32) == 128 &&
+    return !(s->split_operands && s->in_f16) && s->in_bytes == 2 && round_up(s->K, 32) == 128 &&
            round_up(s->V, 32) == 128 && s->qk_mappable && s->v_mappable;
 }
 
@@ -265,8 +267,10 @@ static bool use_wg(const cuda_chunk_shape *s, const cuda_chunk_caps *c, const cu
         return false;
     if (c->smem_optin < wg_layout_for((int)KP, 1).bytes || !c->wg_loaded)
         return false;
-    /* the fast mode's fused pass (no W and U in the workspace) beats chunk_state_tc everywhere */
-    const bool fused = fused_fits(s) && !e->no_fused && !e->key_copies && c->tensor_maps;
+    /* the fast mode's fused pass (no W and U in the workspace) beats chunk_state_tc everywhere;
+     * the high mode's runs where the rules below take the wgmma pass */
+    const bool fused = !s->split_operands && fused_fits(s) && !e->no_fused && !e->key_copies &&
+                       c->tensor_maps;
     return e->state_pass == 2 || fused || few_state_blocks(s, c) || tc_state_blocks(s) > c->sms ||
            two_segments_pay(s, c, tails_fit(s, e, true));
 }
@@ -310,7 +314,7 @@ static const int64_t kTcStitchStep = 300;
  * from the workspace or on sm_90 the inputs, are shared by its HV / H value heads through L2.
  * W and U's passes stage W hi + lo, U and the decay factors, the output pass also Aqk hi + lo;
  * the fused pass (fused) stages v's rows, T diag(beta) and the decay factors, the output pass
- * also Aqk (the fast mode's, one part). */
+ * also Aqk (each one part in the fast mode, hi + lo in the high mode). */
 typedef struct pass_bytes {
     int64_t maps, map, out;
 } pass_bytes;
@@ -322,9 +326,9 @@ static pass_bytes split_pass_bytes(const cuda_chunk_shape *s, bool fused)
     const int64_t rows = CK_CHUNK * s->V * s->out_bytes;
     pass_bytes b = {0, KP * (KP + VP) * 4, 0};
     if (fused) {
-        const int64_t vb = CK_CHUNK * VP * 2, ap = tc_aq_part(2);
-        b.maps = kb / share + vb + ap + 2 * factors;
-        b.out = 2 * kb / share + vb + 2 * ap + 3 * factors + rows;
+        const int64_t vb = CK_CHUNK * VP * 2, tb = (s->split_operands ? 2 : 1) * tc_aq_part(2);
+        b.maps = kb / share + vb + tb + 2 * factors;
+        b.out = 2 * kb / share + vb + 2 * tb + 3 * factors + rows;
         return b;
     }
     const int64_t ub = VP / CK_VT * tc_u_tile();
@@ -484,7 +488,7 @@ static int64_t segment_slots(const cuda_chunk_shape *s, int64_t segc)
 static bool beside_fits(const cuda_chunk_shape *s, const cuda_chunk_caps *c,
                         const cuda_chunk_env *e, const ck_dims *d, bool fused)
 {
-    if (!fused || s->varlen || s->slots || e->no_beside || c->sms <= 0)
+    if (!fused || s->split_operands || s->varlen || s->slots || e->no_beside || c->sms <= 0)
         return false;
     const int64_t state_blocks = wg_state_tiles(s);
     if (state_blocks >= c->sms || 2 * prep_fused_team_bytes(d->KP) > c->smem_optin)
@@ -544,10 +548,12 @@ static void workspace_layout(const cuda_chunk_shape *s, cuda_chunk_plan *p)
     const bool tc = es == 2; /* the 16-bit path's padded blocks (tc_key_block, ...) */
     const size_t kblk = tc ? (size_t)tc_key_block(d->KP, es) : (size_t)CK_CHUNK * d->KP * es;
     const size_t ublk = tc ? (size_t)(d->VP / CK_VT) * tc_u_tile() : (size_t)CK_CHUNK * d->VP * 4;
-    const size_t ablk = tc ? (size_t)tc_aq_block(es) : (size_t)CK_CHUNK * CK_CHUNK * es;
+    const size_t ablk = p->fused ? (size_t)fused_aq_block(s->split_operands)
+                        : tc      ? (size_t)tc_aq_block(es)
+                                  : (size_t)CK_CHUNK * CK_CHUNK * es;
     /* the fused pass reads no W and U, the direct keys no Qd and Kd */
     w->W = take256(&at, p->fused ? 0 : gdn_size_mul(nch, kblk));
-    w->Wl = take256(&at, tc && s->split_operands ? gdn_size_mul(nch, kblk) : 0);
+    w->Wl = take256(&at, tc && s->split_operands && !p->fused ? gdn_size_mul(nch, kblk) : 0);
     /* the 16-bit path keeps one Qd / Kd block per (chunk, key head) (key_slot) */
     const size_t nqk = tc ? gdn_size_mul((size_t)p->nc, (size_t)s->H) : nch;
     w->Qd = take256(&at, p->direct_keys ? 0 : gdn_size_mul(nqk, kblk));
@@ -576,7 +582,7 @@ void cuda_chunk_plan_make(const cuda_chunk_shape *s, const cuda_chunk_caps *caps
      * running (bulk staging; the same image as chunk_state_wg's). */
     plan->direct_keys = !env->key_copies && es == 2 && round_up(s->K, 32) % CK_PANEL == 0 &&
                         caps->wg_loaded && caps->tensor_maps && s->qk_mappable;
-    /* The fused values pass: the fast mode on the wgmma pass, q, k and v by tensor maps. */
+    /* The fused values pass: on the wgmma pass, q, k and v by tensor maps (fused_fits). */
     plan->fused = plan->wg && plan->direct_keys && fused_fits(s) && !env->no_fused;
     const state_plan sp = plan_state(s, caps, env, plan->wg, plan->fused);
     plan->segc = sp.segc, plan->nw_maps = sp.nw_maps, plan->nw_out = sp.nw_out;

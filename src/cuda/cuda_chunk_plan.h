@@ -30,6 +30,7 @@ typedef struct cuda_chunk_shape {
     int64_t T;                /* tokens per batch row, or in all (varlen) */
     int64_t H, HV, K, V;
     int in_bytes;             /* bytes of a q / k / v element: 2 (bf16, f16) or 4 (f32) */
+    bool in_f16;              /* q / k / v are f16 (whose high mode's lo parts are scaled) */
     int out_bytes;            /* bytes of an output element */
     bool varlen;              /* cu_seqlens present (lengths live on the device) */
     bool slots;               /* state_slots present (a slot may skip its sequence) */
@@ -59,7 +60,7 @@ typedef struct cuda_chunk_caps {
  *   GDN_CUDA_SEGMENT_CHUNKS=n       chunks a segment (n > 0 splits every 16-bit call)
  *   GDN_CUDA_KEY_TILES=copy         the preparation copies q and k to the workspace
  *   GDN_CUDA_STITCH_COLS=8|16       the stitch's block width
- *   GDN_CUDA_FUSED=0                the fast mode keeps W and U in the workspace (no fused pass)
+ *   GDN_CUDA_FUSED=0                the wgmma pass keeps W and U in the workspace (no fused pass)
  *   GDN_CUDA_TMA_STORE=0            the wgmma pass stores its output tiles thread by thread
  *   GDN_CUDA_BESIDE=0               the preparation runs before the state pass, never beside it
  *   GDN_CUDA_TAIL=0                 every map of a split call runs its whole segment */
@@ -131,9 +132,9 @@ typedef struct cuda_chunk_plan {
     int stitch_cols;            /* the stitch's value columns a block (split calls: 8 or 16) */
     bool direct_keys;           /* the state passes take q and k from the inputs by tensor maps
                                    (the workspace has no copy of them) */
-    bool fused;                 /* the fast mode's wgmma pass makes V' itself from v (by a
-                                   tensor map) and the preparation's T diag(beta) (the workspace
-                                   has no W and U) */
+    bool fused;                 /* the wgmma pass makes V' itself from v (by a tensor map) and
+                                   the preparation's T diag(beta) (the workspace has no W and U;
+                                   fused_fits) */
     bool tma_store;             /* the wgmma output pass stores whole chunks of a 16-bit output
                                    of the inputs' type by a tensor map over it */
     bool tails;                 /* split on the wgmma pass with unit keys: each map runs only

@@ -215,10 +215,11 @@ __device__ __forceinline__ void copy_key_tiles(const chunk_prep_tc_args &p, int6
     }
 }
 
-// The fused pass's T diag(beta) (fast mode: rounded once to the inputs' type) to the lo part of
-// chunk ch's Aq block, in the swizzled layout of Aqk (the pass stages both at once), in eight
-// parts (rows 16 (t % 4).., columns 32 (t / 4)..) that the group's warps take in turn, 16 bytes
-// a lane through the warp's scratch. Needs T whole (its blocks above the diagonal zero).
+// The fused pass's T diag(beta) to its place in chunk ch's Aq block (fused_aq_block: the fast
+// mode's rounded once to the inputs' type, the high mode's as hi + lo parts, split_pair), in the
+// swizzled layout of Aqk, in eight parts (rows 16 (t % 4).., columns 32 (t / 4)..) that the
+// group's warps take in turn, 16 bytes a lane through the warp's scratch (the lo part's through
+// its second 512 bytes). Needs T whole (its blocks above the diagonal zero).
 template <class P>
 __device__ __forceinline__ void store_t_beta(const chunk_prep_tc_args &p, int64_t ch,
                                              const float *Tm, int ld, const float *Bs,
@@ -228,21 +229,24 @@ __device__ __forceinline__ void store_t_beta(const chunk_prep_tc_args &p, int64_
     constexpr int ldq = tc_ld(kC, sizeof(E));
     constexpr bool qswz = tc_swizzled(kC, sizeof(E));
     E *at = reinterpret_cast<E *>(static_cast<unsigned char *>(p.work.Aq) +
-                                  ch * tc_aq_block(2) + tc_aq_part(2));
+                                  ch * fused_aq_block(P::split) + fused_tb_at(P::split));
+    E *lo = at + tc_aq_part(2) / sizeof(E);
     for (int u = g.warp; u < 8; u += g.nwarps) {
         const int m0 = 16 * (u & 3);
 #pragma unroll
         for (int b = 2 * (u >> 2); b < 2 * (u >> 2) + 2; b++) {
-            unsigned hw[2][2];
+            unsigned hw[2][2], lw[2][2];
 #pragma unroll
             for (int j = 0; j < 2; j++)
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
                     const int r = m0 + acc_row(2 * h), c = acc_col(2 * b + j, 2 * h);
                     const float2 t = *reinterpret_cast<const float2 *>(Tm + r * ld + c);
-                    hw[j][h] = P::pack(t.x * Bs[c], t.y * Bs[c + 1]);
+                    split_pair<P>(t.x * Bs[c], t.y * Bs[c + 1], hw[j][h], lw[j][h]);
                 }
             store_block16<qswz>(at, ldq, m0, 16 * b, hw, scratch);
+            if constexpr (P::split)
+                store_block16<qswz>(lo, ldq, m0, 16 * b, lw, scratch + 512);
         }
     }
 }
@@ -347,8 +351,9 @@ __device__ __forceinline__ void a_rows(float *Am, int ld, int m0, const float (&
 
 // Aqk's rows m0.. (lower with the diagonal: scale e^(G_r - G_c) q_r.k_c / (||q_r|| ||k_c||))
 // from a warp's rows of Q K^T in acc, to chunk ch's Aq block (prec_out; with its lo part where
-// P::split), in 16 x 16 blocks, 16 bytes a lane through the warp's scratch.
-template <class P>
+// P::split; FUSED: the fused pass's block, fused_aq_block), in 16 x 16 blocks, 16 bytes a lane
+// through the warp's scratch.
+template <class P, bool FUSED>
 __device__ __forceinline__ void store_aqk_rows(const chunk_prep_tc_args &p, int64_t ch, int m0,
                                                const float (&acc)[8][4], const float *Iq,
                                                const float *Ik, const float *Gs, float *scratch)
@@ -356,8 +361,11 @@ __device__ __forceinline__ void store_aqk_rows(const chunk_prep_tc_args &p, int6
     using E = typename P::st;
     constexpr int ldq = tc_ld(kC, sizeof(E));
     constexpr bool qswz = tc_swizzled(kC, sizeof(E));
-    out_st *aq = static_cast<out_st *>(p.work.Aq) + ch * (tc_aq_block(2) / 2); // (prec_out)
-    out_st *aql = aq + tc_aq_part(2) / 2;                                      // the lo part
+    constexpr int block = FUSED ? fused_aq_block(P::split) : tc_aq_block(2);
+    constexpr int first = FUSED ? fused_aqk_at(P::split) : 0;
+    out_st *aq = reinterpret_cast<out_st *>(static_cast<unsigned char *>(p.work.Aq) +
+                                            ch * block + first); // (prec_out)
+    out_st *aql = aq + tc_aq_part(2) / 2;                         // the lo part
     const decay_rows d(m0, nullptr, p.scale, Iq, Gs);
 #pragma unroll
     for (int b = 0; b < 4; b++) {
@@ -439,7 +447,7 @@ prep_head_pair(const chunk_prep_tc_args &p, const head_tiles &h0, const head_til
     inverse_merge16<inverse_policy<P>>(t.Am, t.Tm, ld, scratch, g.warp);
     __syncwarp(); // (the warp's scratch is read)
     acc_rows_from(acc, kkQ, ld, m0);
-    store_aqk_rows<P>(p, ch, m0, acc, Iq, Ik, t.Gs, scratch);
+    store_aqk_rows<P, true>(p, ch, m0, acc, Iq, Ik, t.Gs, scratch);
     zero_upper_blocks(t.Tm, ld, g.tid, kWgThreads);
     g.sync();
     inverse_merge32<inverse_policy<P>>(t.Am, t.Tm, t.Am + 32, ld, g);
@@ -581,7 +589,7 @@ __device__ __forceinline__ void prep_chunk(const chunk_prep_tc_args &p, unsigned
             tm.sync_low(); // warps 0-3
             inverse_merge16<inverse_policy<P>>(Am, Tm, L.ldf, scratch, warp);
         } else {
-            store_aqk_rows<P>(p, ch, m0, acc, Iq, Ik, Gs, scratch);
+            store_aqk_rows<P, FUSED>(p, ch, m0, acc, Iq, Ik, Gs, scratch);
             zero_upper_blocks(Tm, L.ldf, tid - 128, 128); // (W, U and T diag(beta) read T)
             if (first_of_key_head(p.shape, hv) && !p.direct_keys) // Q and K as they came
                 copy_key_tiles<E, KP>(p, c, kh, Qs, Ks, L.ldk, tid);  // to the workspace
@@ -706,12 +714,12 @@ __global__ void __launch_bounds__(2 * kPrepThreads, 1)
     }
 }
 
-// The fused pass's preparation (K = 128, the fast mode's policies only).
+// The fused pass's preparation (K = 128; not f16's high mode, whose lo parts are scaled).
 template <class P>
 auto fused_kernel()
 {
-    if constexpr (P::split)
-        return chunk_prep_tc<P, 128, false>; // (never launched: the fused pass is fast-mode)
+    if constexpr (lo_scaled<P>())
+        return chunk_prep_tc<P, 128, false>; // (never launched: the plan has no fused pass)
     else
         return chunk_prep_tc<P, 128, true>;
 }

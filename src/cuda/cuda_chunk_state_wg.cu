@@ -46,18 +46,24 @@ static_assert(kC * kWgCols * 4 <= kWgUBytes && kC * (kWgCols + 8) * 2 <= kWgUByt
 
 // Chunk ch's stage for the fused pass (thread 0 only; ready when bar's phase completes): K's
 // panels where W's go (so that [K; Q] is one right operand, and the update reads K there), T
-// diag(beta) in Aqk's lo part, ew in W lo's place, the update's row factors, v's NW panels of
-// this block's columns from v0 in U's place unless !u_in (a map's M columns), and for the output
-// pass Q, Aqk and the output's row factors.
-template <int KP, bool OUT, int NW>
+// diag(beta) (fast: in Aqk's lo part; SPLIT: hi + lo at L.fa), ew in W lo's place, the update's
+// row factors, v's NW panels of this block's columns from v0 in U's place unless !u_in (a map's
+// M columns), and for the output pass Q, Aqk and the output's row factors. The Aq block
+// (fused_aq_block) is laid out so that each pass stages what it reads of it by one copy.
+template <int KP, bool OUT, int NW, bool SPLIT>
 __device__ __forceinline__ void stage_chunk_fused(const chunk_pass_args &p, unsigned stage,
                                                   unsigned bar, int64_t ch, const key_at &at,
                                                   int64_t hv, int v0, bool u_in)
 {
     constexpr int kb = KP * kPanel * 2, ap = tc_aq_part(2);
     constexpr wg_layout L = wg_layout_for(KP, NW);
-    const unsigned char *aq = static_cast<const unsigned char *>(p.work.Aq) + ch * tc_aq_block(2);
-    mbar_expect(bar, (OUT ? 2 : 1) * kb + (u_in ? NW * kPanelBytes : 0) + (OUT ? 2 : 1) * ap +
+    // the Aq block's bytes this pass reads (the maps pass: T diag(beta) alone), from where
+    constexpr int ab = OUT ? fused_aq_block(SPLIT) : (SPLIT ? 2 : 1) * ap;
+    constexpr int from = OUT ? 0 : fused_tb_at(SPLIT);
+    constexpr int to = (SPLIT ? L.fa : L.a) + from;
+    const unsigned char *aq =
+        static_cast<const unsigned char *>(p.work.Aq) + ch * fused_aq_block(SPLIT);
+    mbar_expect(bar, (OUT ? 2 : 1) * kb + (u_in ? NW * kPanelBytes : 0) + ab +
                          (OUT ? 3 : 2) * kC * 4);
     stage_key_panels<KP>(stage + L.wq, 2 * kPanelBytes, &p.kmap, at, bar);
     if (OUT)
@@ -67,24 +73,26 @@ __device__ __forceinline__ void stage_chunk_fused(const chunk_pass_args &p, unsi
         for (int w = 0; w < NW; w++)
             tensor_copy_4d_g2s(stage + L.u + w * kWgUBytes, &p.vmap, v0 + w * kWgCols, (int)hv,
                                (int)at.tok, (int)at.row, bar);
-    stage_part<true>(stage + L.a + (OUT ? 0 : ap), aq + (OUT ? 0 : ap), OUT ? 2 * ap : ap, bar);
+    stage_part<true>(stage + to, aq + from, ab, bar);
     stage_part<true>(stage + L.wl, p.work.ew + ch * kC, kC * 4, bar);
     stage_part<true>(stage + L.ek, p.work.ek + ch * kC, kC * 4, bar);
     if (OUT)
         stage_part<true>(stage + L.eg, p.work.eg + ch * kC, kC * 4, bar);
 }
 
-// The fused pass's V' (fast mode): with S^T K^T in acc[0..31] (value rows x chunk rows), W'^T =
-// v^T - (S^T K^T) diag(ew) (v's panel at vt, zero for a map's M columns), rounded once to the
-// inputs' type, then acc[0..31] = -V'^T = -W'^T (T diag(beta))^T on the warpgroup's products
-// (T diag(beta) at the shared address tb, swizzled as Aqk). V' = U - W S = T diag(beta) (v -
-// diag(e^G / ||k||) K S): the difference is taken in f32 before any rounding, so long memory's
-// cancellation loses nothing to it (docs/DESIGN.md).
+// The fused pass's V': with S^T K^T in acc[0..31] (value rows x chunk rows), W'^T = v^T - (S^T
+// K^T) diag(ew) (v's panel at vt, zero for a map's M columns), rounded once to the inputs' type
+// (the high mode: as hi + lo parts), then acc[0..31] = -V'^T = -W'^T (T diag(beta))^T on the
+// warpgroup's products (T diag(beta) at the shared address tb, swizzled as Aqk; the high mode's
+// lo part at tb + its size, and all products of hi and lo parts but lo x lo). V' = U - W S = T
+// diag(beta) (v - diag(e^G / ||k||) K S): the difference is taken in f32 before any rounding,
+// so long memory's cancellation loses nothing to it (docs/DESIGN.md).
 template <class P>
 __device__ __forceinline__ void fused_new_values(float *acc, const typename P::st *vt, bool v_in,
                                                  const float *ew, unsigned tb, int vr, int t)
 {
-    unsigned wf[4][4];
+    static_assert(!lo_scaled<P>(), "lo parts that sum with the hi products");
+    unsigned wf[4][4], wl[4][4];
 #pragma unroll
     for (int ks = 0; ks < 4; ks++) {
         // v^T's A fragment over chunk rows 16 ks..: pairs (c, c + 1) at value v, as acc's
@@ -96,7 +104,7 @@ __device__ __forceinline__ void fused_new_values(float *acc, const typename P::s
             const int i = 8 * ks + 2 * q, c = 16 * ks + 8 * (q >> 1) + 2 * t;
             const float2 f = *reinterpret_cast<const float2 *>(ew + c);
             const float2 vv = P::unpack(va[q]);
-            wf[ks][q] = P::pack(vv.x - f.x * acc[i], vv.y - f.y * acc[i + 1]);
+            split_pair<P>(vv.x - f.x * acc[i], vv.y - f.y * acc[i + 1], wf[ks][q], wl[ks][q]);
         }
     }
 #pragma unroll
@@ -104,8 +112,15 @@ __device__ __forceinline__ void fused_new_values(float *acc, const typename P::s
         acc[i] = 0.0f;
     wg_fence();
 #pragma unroll
-    for (int ks = 0; ks < 4; ks++)
-        wg_mma<P::is_f16, -1, 0, 64>(acc, wf[ks], wg_desc(tb + ks * 32, 16, 1024));
+    for (int ks = 0; ks < 4; ks++) {
+        const uint64_t d = wg_desc(tb + ks * 32, 16, 1024);
+        if constexpr (P::split) {
+            const uint64_t dl = wg_desc(tb + tc_aq_part(2) + ks * 32, 16, 1024);
+            wg_mma<P::is_f16, -1, 0, 64>(acc, wl[ks], d);
+            wg_mma<P::is_f16, -1, 0, 64>(acc, wf[ks], dl);
+        }
+        wg_mma<P::is_f16, -1, 0, 64>(acc, wf[ks], d);
+    }
     wg_commit_wait();
 }
 
@@ -258,7 +273,10 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1)
     chunk_state_wg(const __grid_constant__ chunk_pass_args p)
 {
     static_assert(NW == 1 || (NW == 2 && KP == 128), "two warpgroups only for K = V = 128");
-    static_assert(!FUSED || !P::split, "the fused pass is the fast mode's");
+    static_assert(!FUSED || !lo_scaled<P>(), "no fused pass for f16's high mode");
+    static_assert(!FUSED || !P::split || (KP == 128 && wg_layout_for(KP, NW).fa ==
+                                                           wg_layout_for(KP, NW).k),
+                  "the high mode's fused Aq block in k's place");
 #ifdef GDN_WGMMA
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     constexpr wg_layout L = wg_layout_for(KP, NW);
@@ -334,8 +352,8 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1)
                 p.work.gl[c * p.shape.HV + hv];
         }
         if constexpr (FUSED)
-            stage_chunk_fused<KP, OUT, NW>(p, sbase + i * L.stage, bar0 + 8 * i,
-                                           c * p.shape.HV + hv, at, hv, v0, !m_cols);
+            stage_chunk_fused<KP, OUT, NW, P::split>(p, sbase + i * L.stage, bar0 + 8 * i,
+                                                     c * p.shape.HV + hv, at, hv, v0, !m_cols);
         else
             stage_chunk_wg<KP, OUT, NW, P::split>(p, sbase + i * L.stage, bar0 + 8 * i,
                                                   c * p.shape.HV + hv, key_slot(p.shape, c, kh),
@@ -414,7 +432,7 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1)
         for (int i = 0; i < NA; i++)
             acc[i] = OUT && !FUSED && i < 32 ? -u_at(i) * P::lo_scale : 0.0f;
         // (FUSED: [K; Q] in [W; Q]'s place, and V' from v and T diag(beta) after the products)
-        const unsigned tb = sst + L.a + tc_aq_part(2);
+        const unsigned tb = sst + (P::split ? L.fa : L.a) + fused_tb_at(P::split);
         const auto *vt = reinterpret_cast<const typename P::st *>(stg + L.u + wg * kWgUBytes);
         const float *ew = reinterpret_cast<const float *>(stg + L.wl);
         // k-step ks's 16 columns: in panel ks / 4 of W lo (wl); W's panel ks / 4 is panel
@@ -431,7 +449,8 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1)
                 wg_mma<P::is_f16, 1, 0, 2 * NA>(acc, sh[ks], dwq); // [W; Q] or W alone
             if constexpr (P::split) {
                 wg_mma<P::is_f16, 1, 0, 2 * NA>(acc, sl[ks], dwq);
-                wg_mma<P::is_f16, 1, 0, 64>(acc, sh[ks], dwl);
+                if constexpr (!FUSED) // (the fused pass's K is exact: no lo part)
+                    wg_mma<P::is_f16, 1, 0, 64>(acc, sh[ks], dwl);
             }
         }
         if constexpr (scaled) {
@@ -577,12 +596,13 @@ void launch_state_wg_as(const chunk_pass_args &k, int64_t nslots, cudaStream_t s
     cudaLaunchKernelEx(&cfg, kernel, k);
 }
 
-// The fused pass where the arguments ask for it (the fast mode only), else W and U's.
+// The fused pass where the arguments ask for it (the plan's: K = V = 128, not f16's high mode),
+// else W and U's.
 template <class P, int KP, bool OUT, int NW>
 void launch_state_wg(const chunk_pass_args &k, int64_t nslots, cudaStream_t stream,
                      bool after_prep)
 {
-    if constexpr (!P::split)
+    if constexpr (!lo_scaled<P>() && (KP == 128 || !P::split))
         if (k.fused)
             return launch_state_wg_as<P, KP, OUT, NW, true>(k, nslots, stream, after_prep);
     launch_state_wg_as<P, KP, OUT, NW, false>(k, nslots, stream, after_prep);

@@ -13,9 +13,9 @@
 //      K' (or their row factors), all to the workspace; chunk_prep for f32 inputs
 //      (cuda_chunk_prep.cu), chunk_prep_tc for bf16 / f16 (cuda_chunk_prep_tc.cu). On sm_90 the
 //      16-bit state passes take q and k straight from the inputs through TMA tensor maps
-//      (direct_keys), and the preparation writes no copy of them. For the fused pass (the fast
-//      mode on warpgroup products) it writes T diag(beta) and the factors ew instead of W and U,
-//      and where the unsplit state pass leaves SMs free it runs beside it on them
+//      (direct_keys), and the preparation writes no copy of them. For the fused pass (warpgroup
+//      products, K = V = 128) it writes T diag(beta) and the factors ew instead of W and U, and
+//      in the fast mode, where the unsplit state pass leaves SMs free, it runs beside it on them
 //      (chunk_prep_tc_beside, launched first; the state pass follows by programmatic dependent
 //      launch and waits per chunk on the flag the preparation raises).
 //   3. the state pass, one block per (value tile, value head, sequence), chunks in order: the
@@ -23,8 +23,8 @@
 //      S <- e^G_last S + K'^T V'; the last S goes back to the pool. chunk_state for f32 inputs
 //      (cuda_chunk_state.cu); for 16-bit inputs chunk_state_tc on mma.sync
 //      (cuda_chunk_state_tc.cu) or, where the plan says, chunk_state_wg on warpgroup products
-//      (cuda_chunk_state_wg.cu, sm_90a; fused in the fast mode: V' = T diag(beta) (V - diag(ew)
-//      K S) from v's panels). Calls with few heads and sequences split each sequence
+//      (cuda_chunk_state_wg.cu, sm_90a; fused where the plan says: V' = T diag(beta) (V -
+//      diag(ew) K S) from v's panels). Calls with few heads and sequences split each sequence
 //      into segments that run in parallel: a maps pass first, then the stitch
 //      (cuda_chunk_stitch.cu), then the output pass.
 //
@@ -172,7 +172,7 @@ bool run_16bit(const gdn_delta_rule_problem *p, const cuda_chunk_plan &plan, con
     pass.maps = c.maps;
     pass.work = c.work;
     pass.direct_keys = plan.direct_keys;
-    pass.fused = plan.fused; // (planned for the fast mode alone)
+    pass.fused = plan.fused; // (not planned for f16's high mode)
     pass.out_map = plan.tma_store;
     pass.tail.on = plan.tails;
     pass.tail.beta = p->a.beta;
