@@ -156,12 +156,9 @@ CK_FN int prep_fused_team_bytes(int KP) { return (int)round_up(prep_fused_bytes(
  * `stage` bytes after the first and needs only `used` of them; the two stages' mbarriers follow
  * (bar; in the dynamic area, as static shared memory would be padded to its 1024-byte alignment).
  * bytes includes 1024 for aligning the dynamic area. The fused pass takes [K; Q] in wq, its
- * factors ew in wl and v's panels in u; its Aq block (fused_aq_block) goes to a in the fast mode,
- * and in the high mode (K = 128) to fa, k's place, which the fused pass leaves free, so that its
- * Aqk parts land at a as the other passes' do. */
+ * factors ew in wl, v's panels in u and its Aq block at wg_fused_aq_at. */
 typedef struct wg_layout {
     int wq, wl, k, a, u, ek, eg, gl, used, stage, bar, bytes;
-    int fa;
 } wg_layout;
 
 /* A warpgroup's U tiles in a stage (64 value columns: two 32-column tiles). */
@@ -173,7 +170,6 @@ CK_FN wg_layout wg_layout_for(int KP, int NW)
     const int kb = CK_CHUNK * KP * 2; /* a 16-bit key block (KP / 64 panels) */
     L.wq = 0, L.wl = 2 * kb, L.k = 3 * kb, L.a = 4 * kb;
     L.u = L.a + tc_aq_block(2); /* Aqk hi, then lo */
-    L.fa = L.a - fused_aqk_at(true);
     L.ek = L.u + NW * wg_u_bytes();
     L.eg = L.ek + CK_CHUNK * 4;
     L.gl = L.eg + CK_CHUNK * 4; /* the chunk's decay beside a preparation that runs with it */
@@ -183,6 +179,11 @@ CK_FN wg_layout wg_layout_for(int KP, int NW)
     L.bytes = L.bar + 16 + 1024; /* + the alignment of the dynamic area to 1024 */
     return L;
 }
+
+/* Where the fused pass's Aq block (fused_aq_block) starts in a stage: so that its Aqk parts land
+ * at a, as the other passes' do. The high mode's T diag(beta) parts then fill k's place (K = 128),
+ * which the fused pass leaves free. */
+CK_FN int wg_fused_aq_at(wg_layout L, bool split) { return L.a - fused_aqk_at(split); }
 
 /* ---- the stitch (stitch_starts) ---------------------------------------------------------------
  *

@@ -231,8 +231,8 @@ static bool two_segments_pay(const cuda_chunk_shape *s, const cuda_chunk_caps *c
     if (s->varlen || tc_state_blocks(s) > c->sms || c->smem_optin < stitch_smem())
         return false;
     const int64_t chunks = chunks_for(s->T), half = (chunks + 1) / 2;
-    const int64_t split = kWgMaps1.step * map_chunks(tails, half) + kWgOut1.step * half + kWgMaps1.fixed +
-                          kWgOut1.fixed + kStitchOnce;
+    const int64_t split = kWgMaps1.step * map_chunks(tails, half) + kWgOut1.step * half +
+                          kWgMaps1.fixed + kWgOut1.fixed + kStitchOnce;
     return split < kTcUnsplit.step * chunks + kTcUnsplit.fixed;
 }
 

@@ -46,10 +46,11 @@ static_assert(kC * kWgCols * 4 <= kWgUBytes && kC * (kWgCols + 8) * 2 <= kWgUByt
 
 // Chunk ch's stage for the fused pass (thread 0 only; ready when bar's phase completes): K's
 // panels where W's go (so that [K; Q] is one right operand, and the update reads K there), T
-// diag(beta) (fast: in Aqk's lo part; SPLIT: hi + lo at L.fa), ew in W lo's place, the update's
-// row factors, v's NW panels of this block's columns from v0 in U's place unless !u_in (a map's
-// M columns), and for the output pass Q, Aqk and the output's row factors. The Aq block
-// (fused_aq_block) is laid out so that each pass stages what it reads of it by one copy.
+// diag(beta) (fast: in Aqk's lo part; SPLIT: hi + lo in k's place, wg_fused_aq_at), ew in W lo's
+// place, the update's row factors, v's NW panels of this block's columns from v0 in U's place
+// unless !u_in (a map's M columns), and for the output pass Q, Aqk and the output's row factors.
+// The Aq block (fused_aq_block) is laid out so that each pass stages what it reads of it by one
+// copy.
 template <int KP, bool OUT, int NW, bool SPLIT>
 __device__ __forceinline__ void stage_chunk_fused(const chunk_pass_args &p, unsigned stage,
                                                   unsigned bar, int64_t ch, const key_at &at,
@@ -60,7 +61,7 @@ __device__ __forceinline__ void stage_chunk_fused(const chunk_pass_args &p, unsi
     // the Aq block's bytes this pass reads (the maps pass: T diag(beta) alone), from where
     constexpr int ab = OUT ? fused_aq_block(SPLIT) : (SPLIT ? 2 : 1) * ap;
     constexpr int from = OUT ? 0 : fused_tb_at(SPLIT);
-    constexpr int to = (SPLIT ? L.fa : L.a) + from;
+    constexpr int to = wg_fused_aq_at(L, SPLIT) + from;
     const unsigned char *aq =
         static_cast<const unsigned char *>(p.work.Aq) + ch * fused_aq_block(SPLIT);
     mbar_expect(bar, (OUT ? 2 : 1) * kb + (u_in ? NW * kPanelBytes : 0) + ab +
@@ -274,8 +275,9 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1)
 {
     static_assert(NW == 1 || (NW == 2 && KP == 128), "two warpgroups only for K = V = 128");
     static_assert(!FUSED || !lo_scaled<P>(), "no fused pass for f16's high mode");
-    static_assert(!FUSED || !P::split || (KP == 128 && wg_layout_for(KP, NW).fa ==
-                                                           wg_layout_for(KP, NW).k),
+    static_assert(!FUSED || !P::split ||
+                      (KP == 128 && wg_fused_aq_at(wg_layout_for(KP, NW), true) ==
+                                        wg_layout_for(KP, NW).k),
                   "the high mode's fused Aq block in k's place");
 #ifdef GDN_WGMMA
     extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -432,7 +434,7 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1)
         for (int i = 0; i < NA; i++)
             acc[i] = OUT && !FUSED && i < 32 ? -u_at(i) * P::lo_scale : 0.0f;
         // (FUSED: [K; Q] in [W; Q]'s place, and V' from v and T diag(beta) after the products)
-        const unsigned tb = sst + (P::split ? L.fa : L.a) + fused_tb_at(P::split);
+        const unsigned tb = sst + wg_fused_aq_at(L, P::split) + fused_tb_at(P::split);
         const auto *vt = reinterpret_cast<const typename P::st *>(stg + L.u + wg * kWgUBytes);
         const float *ew = reinterpret_cast<const float *>(stg + L.wl);
         // k-step ks's 16 columns: in panel ks / 4 of W lo (wl); W's panel ks / 4 is panel
