@@ -97,14 +97,15 @@ __device__ __forceinline__ void fused_new_values(float *acc, const typename P::s
 #pragma unroll
     for (int ks = 0; ks < 4; ks++) {
         // v^T's A fragment over chunk rows 16 ks..: pairs (c, c + 1) at value v, as acc's
-        unsigned va[4] = {0u, 0u, 0u, 0u};
-        if (v_in)
-            frag_a_trans<true>(va, vt, kPanel, vr & ~15, 16 * ks);
+        // (read where !v_in too, then dropped by a select: wgmma after a branch on v_in would be
+        // serialised, as ptxas cannot tell that v_in is the same across the warpgroup)
+        unsigned va[4];
+        frag_a_trans<true>(va, vt, kPanel, vr & ~15, 16 * ks);
 #pragma unroll
         for (int q = 0; q < 4; q++) {
             const int i = 8 * ks + 2 * q, c = 16 * ks + 8 * (q >> 1) + 2 * t;
             const float2 f = *reinterpret_cast<const float2 *>(ew + c);
-            const float2 vv = P::unpack(va[q]);
+            const float2 vv = P::unpack(v_in ? va[q] : 0u);
             split_pair<P>(vv.x - f.x * acc[i], vv.y - f.y * acc[i + 1], wf[ks][q], wl[ks][q]);
         }
     }
@@ -330,12 +331,9 @@ __global__ void __launch_bounds__(NW *kWgThreads, 1)
             segment_tail(p, first, nch, hv, s, c0, reinterpret_cast<int *>(smem + L.gl));
         if (m_cols && tile == 0 && threadIdx.x == 0) // (every call writes it: no stale flag)
             p.tail.m_zero[slot * p.shape.HV + hv] = w > 0;
-        if (w > 0 && m_cols) { // M = 0: what enters the segment no longer reaches its end
-#pragma unroll
-            for (int i = 0; i < NS; i++)
-                S[i] = 0.0f;
-            nch = 0;
-        } else if (w > 0) {
+        if (w > 0 && m_cols) // M = 0: what enters the segment no longer reaches its end, and
+            return;          // the stitch reads no M flagged zero, so none is written
+        if (w > 0) {
             const int64_t skip = nch - w;
             c0 += skip, first += skip, nch = w;
         }

@@ -28,7 +28,8 @@ namespace {
 // M and its N columns come into shared memory by coalesced cp.async, the next pair while the
 // block works on the current one; warp w computes rows 16w.. of S_j on tensor cores
 // (stitch_rows_tc). A zero M (a map run from its segment's tail, flagged in m_zero) is neither
-// staged nor multiplied: S_j = N_{j-1}.
+// staged nor multiplied: S_j = N_{j-1}, in place already, so the chain starts at the first map
+// with an M.
 constexpr int kStitchLd = CK_STITCH_LD, kStitchMaxCols = CK_STITCH_MAX_COLS; // C <= 16
 constexpr int kStitchBuf = stitch_buf_floats(); // floats: an M, N's columns
 constexpr int kStitchLds = CK_STITCH_LDS; // S_j's row stride (floats): B fragments conflict-free
@@ -99,6 +100,24 @@ __device__ __forceinline__ void stitch_rows_tc(float (&acc)[C / 8][4], const flo
                         ((part[0][j][e] + part[1][j][e]) + (part[2][j][e] + part[3][j][e]));
 }
 
+// The first of maps 0 .. n-1 whose M is not zero (zero(i) false), or n where every M is zero;
+// the block reads the flags at once, a thread each, not as a chain of loads. Every thread calls.
+template <class Zero>
+__device__ __forceinline__ int64_t first_live_map(int64_t n, const Zero &zero)
+{
+    __shared__ unsigned long long first;
+    if (threadIdx.x == 0)
+        first = (unsigned long long)n;
+    __syncthreads();
+    for (int64_t i = threadIdx.x; i < n; i += kStitchThreads)
+        if (!zero(i)) {
+            atomicMin(&first, (unsigned long long)i);
+            break;
+        }
+    __syncthreads();
+    return (int64_t)first;
+}
+
 template <int C, int KP> // KP a compile-time size: the staging's index arithmetic is shifts
 __global__ void __launch_bounds__(kStitchThreads) stitch_starts(const stitch_args p)
 {
@@ -123,15 +142,23 @@ __global__ void __launch_bounds__(kStitchThreads) stitch_starts(const stitch_arg
     // S_(i+1) = N_i, which is in place already, and M is neither staged nor multiplied. The
     // flags are read a step before the staging that needs them (off the chain).
     auto m_zero = [&](int64_t i) { return p.m_zero && p.m_zero[(slot0 + i) * p.shape.HV + hv]; };
-    bool zero = m_zero(0), zero1 = count > 2 && m_zero(1); // maps i and i + 1
-    stage_map<C, KP>(Mbuf, maps_of(0), ldm, v0, !zero);
+    // The chain starts at the first map with an M, from N of the map before it (or the initial
+    // state); where no map has one, every S_j = N_(j-1) is in place and the block has nothing to
+    // do (the benchmark's gates: it then read its state and every N for nothing, about 10 us).
+    const int64_t i0 = first_live_map(count - 1, m_zero);
+    if (i0 + 1 >= count)
+        return;
+    bool zero = false, zero1 = i0 + 2 < count && m_zero(i0 + 1); // maps i and i + 1
+    stage_map<C, KP>(Mbuf + (i0 & 1) * kStitchBuf, maps_of(i0), ldm, v0, true);
+    const float *N0 = i0 > 0 ? maps_of(i0 - 1) + KP + v0 : nullptr; // S_i0 = N_(i0-1)
     for (int i = threadIdx.x; i < KP * C; i += kStitchThreads) {
         const int k = i / C, c = i % C, v = v0 + c;
         Ss[k * kStitchLds + c] =
-            init && k < p.shape.K && v < p.shape.V ? state[kv ? k * s2 + v * s3 : v * s2 + k * s3]
-                                                   : 0.0f;
+            N0 ? N0[(int64_t)k * ldm + c]
+            : init && k < p.shape.K && v < p.shape.V ? state[kv ? k * s2 + v * s3 : v * s2 + k * s3]
+                                                     : 0.0f;
     }
-    for (int64_t i = 0; i + 1 < count; i++) {
+    for (int64_t i = i0; i + 1 < count; i++) {
         const float *Ms = Mbuf + (i & 1) * kStitchBuf, *Ns = Ms + kMaxDim * kStitchLd;
         const bool zero2 = i + 3 < count && m_zero(i + 2);
         if (i + 2 < count) {
