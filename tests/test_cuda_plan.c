@@ -455,12 +455,14 @@ static void test_known_plans(void)
     CHECK(p.chunk.nw_out == 1, "4096 x 32 heads, fast: one warpgroup a block (%d)",
           p.chunk.nw_out);
     const cuda_chunk_shape one = s;
-    s.T = 8192; /* two segments pay, their preparation first */
+    s.T = 8192; /* segments pay, their preparation first */
     cuda_delta_rule_plan_make(&s, h200, &kNoEnv, &p);
-    CHECK(p.chunk.fused && p.chunk.split && p.chunk.tails && p.chunk.seq_slots == 2 &&
-              !p.chunk.prep_beside,
-          "8192 x 32 heads, fast: two segments from tails (split %d, %lld segments, beside %d)",
-          (int)p.chunk.split, (long long)p.chunk.seq_slots, p.chunk.prep_beside);
+    CHECK(p.chunk.fused && p.chunk.split && p.chunk.tails && p.chunk.seq_slots == 4 &&
+              p.chunk.nw_maps == 2 && p.chunk.nw_out == 2 && !p.chunk.prep_beside,
+          "8192 x 32 heads, fast: four segments from tails, two warpgroups a block (split %d, "
+          "%lld segments, widths %d, %d, beside %d)",
+          (int)p.chunk.split, (long long)p.chunk.seq_slots, p.chunk.nw_maps, p.chunk.nw_out,
+          p.chunk.prep_beside);
     s.unit_keys = false; /* whole maps: two segments no longer pay */
     cuda_delta_rule_plan_make(&s, h200, &kNoEnv, &p);
     CHECK(p.chunk.fused && !p.chunk.split && p.chunk.prep_beside == 52,
@@ -498,8 +500,8 @@ static void test_known_plans(void)
           (int)p.chunk.split);
     s.T = 8192;
     cuda_delta_rule_plan_make(&s, h200, &kNoEnv, &p);
-    CHECK(p.chunked && p.chunk.wg && p.chunk.fused && p.chunk.split && p.chunk.seq_slots == 2,
-          "8192 x 32 heads, high: two segments on the fused pass (wg %d, %lld segments)",
+    CHECK(p.chunked && p.chunk.wg && p.chunk.fused && p.chunk.split && p.chunk.seq_slots == 4,
+          "8192 x 32 heads, high: four segments on the fused pass (wg %d, %lld segments)",
           (int)p.chunk.wg, (long long)p.chunk.seq_slots);
     s.T = 32768;
     cuda_delta_rule_plan_make(&s, h200, &kNoEnv, &p);
@@ -515,8 +517,7 @@ static void test_known_plans(void)
     cuda_delta_rule_plan_make(&s, h200, &kNoEnv, &p);
     CHECK(p.chunk.split && p.chunk.tails, "131072 x 4 heads, unit keys: maps from segment tails");
     /* With tails the fast mode's split rows take the plans that ran fastest among the forced
-     * ones on an H100 (docs/PERFORMANCE.md): one wave of two-warpgroup output blocks in short
-     * segments where HV = 4 and 16, one warpgroup an output block where HV = 8. */
+     * ones (docs/PERFORMANCE.md): one wave of two-warpgroup blocks in short segments. */
     const cuda_chunk_caps *h100 = &kDevices[0].caps;
     cuda_delta_rule_plan_make(&s, h100, &kNoEnv, &p);
     CHECK(p.chunk.fused && p.chunk.tails && p.chunk.seq_slots == 33 && p.chunk.nw_maps == 2 &&
@@ -531,9 +532,15 @@ static void test_known_plans(void)
           (long long)p.chunk.segc, p.chunk.nw_maps, p.chunk.nw_out);
     few = shape(1, 32768, 4, 8, 128, 128, 2, false);
     few.unit_keys = true;
-    cuda_delta_rule_plan_make(&few, h100, &kNoEnv, &p);
-    CHECK(p.chunk.tails && p.chunk.segc == 64 && p.chunk.nw_maps == 2 && p.chunk.nw_out == 1,
-          "32768 x 8 heads, fast, H100: segments of %lld chunks, widths %d, %d",
+    cuda_delta_rule_plan_make(&few, h200, &kNoEnv, &p);
+    CHECK(p.chunk.tails && p.chunk.segc == 32 && p.chunk.nw_maps == 2 && p.chunk.nw_out == 2,
+          "32768 x 8 heads, fast, H200: segments of %lld chunks, widths %d, %d",
+          (long long)p.chunk.segc, p.chunk.nw_maps, p.chunk.nw_out);
+    few = shape(1, 32768, 2, 4, 128, 128, 2, false);
+    few.unit_keys = true;
+    cuda_delta_rule_plan_make(&few, h200, &kNoEnv, &p);
+    CHECK(p.chunk.tails && p.chunk.segc == 16 && p.chunk.nw_maps == 2 && p.chunk.nw_out == 2,
+          "32768 x 4 heads, fast, H200: segments of %lld chunks, widths %d, %d",
           (long long)p.chunk.segc, p.chunk.nw_maps, p.chunk.nw_out);
     cuda_delta_rule_plan_make(&s, no90a, &kNoEnv, &p);
     CHECK(p.chunked && !p.chunk.wg && p.chunk.split && !p.chunk.direct_keys && !p.chunk.tails,
@@ -694,19 +701,23 @@ static void test_shape_of(void)
 static void test_mode_workspaces(void)
 {
     int fused_seen = 0;
-    for (int i = 0; i < 2 * NDEV; i++) { /* many heads unsplit, few split */
+    /* segments of 32 chunks in both modes, so that their maps' regions agree (each mode's model
+     * may pick its own count) */
+    cuda_chunk_env env = kNoEnv;
+    env.segment_chunks = 32;
+    for (int i = 0; i < 2 * NDEV; i++) { /* many heads, few */
         const int d = i % NDEV;
         cuda_chunk_shape s = i < NDEV ? shape(1, 8192, 16, 32, 128, 128, 2, false)
                                       : shape(1, 32768, 2, 4, 128, 128, 2, false);
-        s.unit_keys = true; /* (both split: the modes' plans agree) */
+        s.unit_keys = true;
         if (!cuda_chunk_fits(&s, &kDevices[d].caps, NULL, 0))
             continue;
         cuda_chunk_plan fast, high, high16;
-        cuda_chunk_plan_make(&s, &kDevices[d].caps, &kNoEnv, &fast);
+        cuda_chunk_plan_make(&s, &kDevices[d].caps, &env, &fast);
         s.split_operands = true;
-        cuda_chunk_plan_make(&s, &kDevices[d].caps, &kNoEnv, &high);
+        cuda_chunk_plan_make(&s, &kDevices[d].caps, &env, &high);
         s.in_f16 = true;
-        cuda_chunk_plan_make(&s, &kDevices[d].caps, &kNoEnv, &high16);
+        cuda_chunk_plan_make(&s, &kDevices[d].caps, &env, &high16);
         const size_t nch = (size_t)high.nc * s.HV;
         const size_t wl = nch * (size_t)tc_key_block(high.d.KP, 2);
         const size_t ew = nch * CK_CHUNK * sizeof(float);

@@ -303,9 +303,11 @@ typedef struct step_costs {
 } step_costs;
 static const step_costs kWgSteps[3] = {{0, 0}, {147, 225}, {224, 360}};
 static const int64_t kWgStitchStep = 230;
-/* The stitch's step where the maps run from their segments' tails and M is zero (it takes N
- * alone): 10.6 us for 15 boundaries, 131072 / 2 / 4 fast on an H100. */
-static const int64_t kTailStitchStep = 70;
+/* The stitch's step where the maps run from their segments' tails and M is zero: nothing, as a
+ * stitch block whose Ms are all zero returns at once (the kernel took 3.1-3.3 us a call with one
+ * and with three boundaries, 8192 and 32768 / 16 / 32 on an H200); 0.1 us, so that more segments
+ * still cost something. */
+static const int64_t kTailStitchStep = 10;
 static const step_costs kTcSteps = {200, 400};
 static const int64_t kTcStitchStep = 300;
 
@@ -413,10 +415,10 @@ static int unsplit_width(const cuda_chunk_shape *s, const cuda_chunk_caps *c, in
  * warpgroup products, two_segments_pay; then into the G segments per sequence, and with the
  * warpgroups per block, that minimise the modelled time: per pass, its step time x chunks per
  * segment (the maps pass from segment tails: kTailChunks at most) x waves of its blocks (the
- * maps pass KT + VT tiles of cols value columns per head and segment but the last, cols the
- * block's width, the output pass VT tiles), or the time its bytes take at the device's rate
- * where that is longer, plus the stitch's step per segment boundary (kTailStitchStep where the
- * tails leave M zero).
+ * maps pass KT + VT tiles of cols value columns per head and segment but the last, VT alone
+ * with tails, whose M blocks return at once; cols the block's width; the output pass VT
+ * tiles), or the time its bytes take at the device's rate where that is longer, plus the
+ * stitch's step per segment boundary (kTailStitchStep where the tails leave M zero).
  * Unsplit calls run unsplit_width's warpgroups a block (unless GDN_CUDA_WG_WIDTH forces them). */
 static state_plan plan_state(const cuda_chunk_shape *s, const cuda_chunk_caps *c,
                              const cuda_chunk_env *e, bool wg, bool fused)
@@ -449,7 +451,9 @@ static state_plan plan_state(const cuda_chunk_shape *s, const cuda_chunk_caps *c
     for (int nw = 1; nw <= top; nw++) {
         const int64_t cols = wg ? CK_WG_COLS * nw : CK_VT;
         m.out_tiles[nw] = round_up(s->V, cols) / cols;
-        m.maps_tiles[nw] = round_up(s->K, cols) / cols + m.out_tiles[nw];
+        /* M's tiles too, but not where the maps run from their tails: as the model prices a
+         * tail (kTailChunks), M is then zero, and M's blocks return as soon as they know it */
+        m.maps_tiles[nw] = (m.tails ? 0 : round_up(s->K, cols) / cols) + m.out_tiles[nw];
     }
     m.pb = split_pass_bytes(s, fused);
     m.rate = stream_bytes_per_step_unit(c);
