@@ -524,24 +524,24 @@ static void test_known_plans(void)
               p.chunk.nw_out == 2,
           "131072 x 4 heads, fast, H100: %lld segments, widths %d, %d", (long long)p.chunk.seq_slots,
           p.chunk.nw_maps, p.chunk.nw_out);
-    cuda_chunk_shape few = shape(1, 32768, 8, 16, 128, 128, 2, false);
-    few.unit_keys = true;
-    cuda_delta_rule_plan_make(&few, h100, &kNoEnv, &p);
-    CHECK(p.chunk.tails && p.chunk.segc == 64 && p.chunk.nw_maps == 2 && p.chunk.nw_out == 2,
-          "32768 x 16 heads, fast, H100: segments of %lld chunks, widths %d, %d",
-          (long long)p.chunk.segc, p.chunk.nw_maps, p.chunk.nw_out);
-    few = shape(1, 32768, 4, 8, 128, 128, 2, false);
-    few.unit_keys = true;
-    cuda_delta_rule_plan_make(&few, h200, &kNoEnv, &p);
-    CHECK(p.chunk.tails && p.chunk.segc == 32 && p.chunk.nw_maps == 2 && p.chunk.nw_out == 2,
-          "32768 x 8 heads, fast, H200: segments of %lld chunks, widths %d, %d",
-          (long long)p.chunk.segc, p.chunk.nw_maps, p.chunk.nw_out);
-    few = shape(1, 32768, 2, 4, 128, 128, 2, false);
-    few.unit_keys = true;
-    cuda_delta_rule_plan_make(&few, h200, &kNoEnv, &p);
-    CHECK(p.chunk.tails && p.chunk.segc == 16 && p.chunk.nw_maps == 2 && p.chunk.nw_out == 2,
-          "32768 x 4 heads, fast, H200: segments of %lld chunks, widths %d, %d",
-          (long long)p.chunk.segc, p.chunk.nw_maps, p.chunk.nw_out);
+    /* 32768 tokens, H / HV: the device's constants, then the plan's segment chunks (all two
+     * warpgroups a block) */
+    static const struct {
+        int64_t H, HV;
+        int dev;
+        int64_t segc;
+    } few_heads[] = {{8, 16, 0, 64}, {4, 8, 1, 32}, {2, 4, 1, 16}};
+    for (int i = 0; i < 3; i++) {
+        cuda_chunk_shape few =
+            shape(1, 32768, few_heads[i].H, few_heads[i].HV, 128, 128, 2, false);
+        few.unit_keys = true;
+        cuda_delta_rule_plan_make(&few, &kDevices[few_heads[i].dev].caps, &kNoEnv, &p);
+        CHECK(p.chunk.tails && p.chunk.segc == few_heads[i].segc && p.chunk.nw_maps == 2 &&
+                  p.chunk.nw_out == 2,
+              "32768 x %lld heads, fast, %s: segments of %lld chunks, widths %d, %d",
+              (long long)few.HV, kDevices[few_heads[i].dev].name, (long long)p.chunk.segc,
+              p.chunk.nw_maps, p.chunk.nw_out);
+    }
     cuda_delta_rule_plan_make(&s, no90a, &kNoEnv, &p);
     CHECK(p.chunked && !p.chunk.wg && p.chunk.split && !p.chunk.direct_keys && !p.chunk.tails,
           "without sm_90a: split on the mma.sync pass, whole maps");
