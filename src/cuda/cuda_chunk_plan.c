@@ -456,6 +456,8 @@ static state_plan plan_state(const cuda_chunk_shape *s, const cuda_chunk_caps *c
         m.maps_tiles[nw] = (m.tails ? 0 : round_up(s->K, cols) / cols) + m.out_tiles[nw];
     }
     m.pb = split_pass_bytes(s, fused);
+    if (m.tails) /* (nor do they write M) */
+        m.pb.map = round_up(s->K, 32) * round_up(s->V, 32) * 4;
     m.rate = stream_bytes_per_step_unit(c);
     m.out_floor = m.rate > 0 ? per_seq * m.heads * m.pb.out / m.rate : 0;
     int64_t best_cost = -1;
